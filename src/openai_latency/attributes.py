@@ -1,0 +1,287 @@
+"""Request kwargs, response objects, response headers and exceptions -> span attributes.
+
+Everything here reads SDK objects by duck typing (``getattr`` with defaults) so one code path
+serves openai 1.x to 3.x, and nothing here ever records keys, auth headers, cookies or query strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes import openai_attributes as openai_attrs
+from opentelemetry.semconv.attributes import server_attributes
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+
+# kwarg name -> attribute, for the request parameters the GenAI conventions name
+_REQUEST_PARAMS = {
+    "temperature": gen_ai.GEN_AI_REQUEST_TEMPERATURE,
+    "top_p": gen_ai.GEN_AI_REQUEST_TOP_P,
+    "max_tokens": gen_ai.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_completion_tokens": gen_ai.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_output_tokens": gen_ai.GEN_AI_REQUEST_MAX_TOKENS,
+    "frequency_penalty": gen_ai.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presence_penalty": gen_ai.GEN_AI_REQUEST_PRESENCE_PENALTY,
+    "seed": gen_ai.GEN_AI_REQUEST_SEED,
+    "n": gen_ai.GEN_AI_REQUEST_CHOICE_COUNT,
+}
+
+# Known OpenAI-compatible hosts -> gen_ai.provider.name (semconv well-known values where they exist)
+_PROVIDER_HOSTS = (
+    ("openai.azure.com", "azure.ai.openai"),
+    ("services.ai.azure.com", "azure.ai.inference"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.groq.com", "groq"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.together.xyz", "together_ai"),
+    ("openrouter.ai", "openrouter"),
+    ("api.fireworks.ai", "fireworks_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.x.ai", "x_ai"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+)
+_LOCAL_PORTS = {11434: "ollama", 8000: "vllm"}
+
+_RATELIMIT_HEADERS = (
+    "limit-requests",
+    "limit-tokens",
+    "remaining-requests",
+    "remaining-tokens",
+    "reset-requests",
+    "reset-tokens",
+)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _is_given(value: Any) -> bool:
+    """False for None and the SDK's NOT_GIVEN / Omit sentinels."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str | None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: operation}
+    if api_type:
+        attributes[openai_attrs.OPENAI_API_TYPE] = api_type
+    model = kwargs.get("model")
+    if _is_given(model):
+        attributes[gen_ai.GEN_AI_REQUEST_MODEL] = str(model)
+    attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
+    for name, key in _REQUEST_PARAMS.items():
+        value = kwargs.get(name)
+        if _is_given(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes[key] = value
+    stop = kwargs.get("stop")
+    if isinstance(stop, str):
+        attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+    elif isinstance(stop, (list, tuple)) and all(isinstance(s, str) for s in stop):
+        attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
+    tier = kwargs.get("service_tier")
+    if isinstance(tier, str):
+        attributes[openai_attrs.OPENAI_REQUEST_SERVICE_TIER] = tier
+    encoding = kwargs.get("encoding_format")
+    if isinstance(encoding, str):
+        attributes[gen_ai.GEN_AI_REQUEST_ENCODING_FORMATS] = [encoding]
+    return attributes
+
+
+def client_attributes(client: Any) -> dict[str, Any]:
+    """gen_ai.provider.name, server.address and server.port from the SDK client object."""
+    attributes: dict[str, Any] = {}
+    url = getattr(client, "base_url", None)
+    host = getattr(url, "host", None)
+    port = getattr(url, "port", None)
+    scheme = getattr(url, "scheme", "https")
+    if host:
+        attributes[server_attributes.SERVER_ADDRESS] = host
+        attributes[server_attributes.SERVER_PORT] = port or (443 if scheme == "https" else 80)
+    attributes[gen_ai.GEN_AI_PROVIDER_NAME] = provider_name(type(client).__name__, host or "", port)
+    return attributes
+
+
+def provider_name(client_class: str, host: str, port: int | None) -> str:
+    if "Azure" in client_class:
+        return "azure.ai.openai"
+    host = host.lower()
+    for suffix, name in _PROVIDER_HOSTS:
+        if host == suffix or host.endswith("." + suffix):
+            return name
+    if host in ("localhost", "127.0.0.1", "::1") and port in _LOCAL_PORTS:
+        return _LOCAL_PORTS[port]
+    return "openai"
+
+
+def response_attributes(result: Any) -> dict[str, Any]:
+    """Attributes of a parsed response (ChatCompletion, Response, Completion, embeddings)."""
+    attributes: dict[str, Any] = {}
+    response_id = getattr(result, "id", None)
+    if isinstance(response_id, str):
+        attributes[gen_ai.GEN_AI_RESPONSE_ID] = response_id
+    model = getattr(result, "model", None)
+    if isinstance(model, str):
+        attributes[gen_ai.GEN_AI_RESPONSE_MODEL] = model
+    reasons = finish_reasons(getattr(result, "choices", None))
+    if reasons:
+        attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    fingerprint = getattr(result, "system_fingerprint", None)
+    if isinstance(fingerprint, str):
+        attributes[openai_attrs.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = fingerprint
+    tier = getattr(result, "service_tier", None)
+    if isinstance(tier, str):
+        attributes[openai_attrs.OPENAI_RESPONSE_SERVICE_TIER] = tier
+    attributes.update(usage_attributes(getattr(result, "usage", None)))
+    return attributes
+
+
+def finish_reasons(choices: Any) -> list[str]:
+    if not choices:
+        return []
+    reasons = [getattr(choice, "finish_reason", None) for choice in choices]
+    return [str(reason) for reason in reasons if reason]
+
+
+def usage_attributes(usage: Any) -> dict[str, Any]:
+    if usage is None:
+        return {}
+    attributes: dict[str, Any] = {}
+    input_tokens = _first_int(usage, "prompt_tokens", "input_tokens")
+    output_tokens = _first_int(usage, "completion_tokens", "output_tokens")
+    if input_tokens is not None:
+        attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    if output_tokens is not None:
+        attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    input_details = getattr(usage, "prompt_tokens_details", None) or getattr(usage, "input_tokens_details", None)
+    cached = _first_int(input_details, "cached_tokens")
+    if cached is not None:
+        attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+    output_details = getattr(usage, "completion_tokens_details", None) or getattr(
+        usage, "output_tokens_details", None
+    )
+    reasoning = _first_int(output_details, "reasoning_tokens")
+    if reasoning is not None:
+        attributes[gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
+    return attributes
+
+
+def _first_int(obj: Any, *names: str) -> int | None:
+    if obj is None:
+        return None
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def header_attributes(headers: Mapping[str, str] | None) -> dict[str, Any]:
+    """x-request-id, openai-processing-ms and x-ratelimit-* of the final response."""
+    if headers is None:
+        return {}
+    attributes: dict[str, Any] = {}
+    request_id = headers.get("x-request-id")
+    if request_id:
+        attributes["openai_latency.request_id"] = request_id
+    processing = _parse_float(headers.get("openai-processing-ms"))
+    if processing is not None:
+        attributes["openai_latency.server.processing_time"] = processing / 1000.0
+    for name in _RATELIMIT_HEADERS:
+        raw = headers.get("x-ratelimit-" + name)
+        if raw is None:
+            continue
+        value = parse_reset_duration(raw) if name.startswith("reset") else _parse_int(raw)
+        if value is not None:
+            attributes["openai_latency.ratelimit." + name.replace("-", "_")] = value
+    return attributes
+
+
+def parse_reset_duration(raw: str) -> float | None:
+    """``6m0s`` -> 360.0, ``1.5s`` -> 1.5, ``120ms`` -> 0.12, ``2`` -> 2.0 (seconds)."""
+    text = raw.strip()
+    plain = _parse_float(text)
+    if plain is not None:
+        return plain
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return None
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def _parse_float(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _parse_int(raw: str) -> int | None:
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+_CATEGORY_BY_CODE = {
+    "context_length_exceeded": "context_length",
+    "insufficient_quota": "quota",
+    "rate_limit_exceeded": "rate_limit",
+    "invalid_api_key": "auth",
+    "model_not_found": "not_found",
+}
+_CATEGORY_BY_STATUS = {
+    400: "bad_request",
+    401: "auth",
+    403: "permission",
+    404: "not_found",
+    408: "timeout",
+    409: "other",
+    422: "bad_request",
+    429: "rate_limit",
+}
+
+
+def qualified_name(exc_type: type[BaseException]) -> str:
+    """``openai.APITimeoutError`` rather than ``openai._exceptions.APITimeoutError``."""
+    module = exc_type.__module__
+    if module == "builtins":
+        return exc_type.__qualname__
+    public = module.split("._", 1)[0] if "._" in module else module
+    return f"{public}.{exc_type.__qualname__}"
+
+
+def error_attributes(exc: BaseException, *, mid_stream: bool = False) -> dict[str, Any]:
+    """error.type, openai_latency.error.category and, for HTTP errors, the status code."""
+    status = getattr(exc, "status_code", None)
+    code = getattr(exc, "code", None)
+    code = code if isinstance(code, str) and code else None
+    attributes: dict[str, Any] = {}
+    if isinstance(status, int):
+        attributes["http.response.status_code"] = status
+    error_type = code or (str(status) if isinstance(status, int) else qualified_name(type(exc)))
+    attributes[ERROR_TYPE] = error_type or "_OTHER"
+    attributes["openai_latency.error.category"] = error_category(exc, status, code, mid_stream)
+    return attributes
+
+
+def error_category(exc: BaseException, status: Any, code: str | None, mid_stream: bool) -> str:
+    name = type(exc).__name__
+    if name == "CancelledError":
+        return "cancelled"
+    if code in _CATEGORY_BY_CODE:
+        return _CATEGORY_BY_CODE[code]
+    if isinstance(status, int):
+        if status >= 500:
+            return "server"
+        return _CATEGORY_BY_STATUS.get(status, "other")
+    if "Timeout" in name:
+        return "timeout"
+    if mid_stream:
+        return "stream_error"
+    if "Connection" in name or isinstance(exc, ConnectionError):
+        return "connection"
+    return "other"

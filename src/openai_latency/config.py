@@ -1,0 +1,121 @@
+"""Settings: environment variables, overridden by ``instrument(**kwargs)``.
+
+Every setting has a default. An invalid value logs one warning that names the variable and the
+accepted values, then the default is used: a typo in an env var must never break the application.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+_log = logging.getLogger("openai_latency")
+
+PHASE_SPANS_MODES = ("detailed", "phases", "off")
+STREAM_USAGE_MODES = ("off", "inject")
+CONTENT_MODES = ("no_content", "span_only", "event_only", "span_and_event")
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    phase_spans: str = "detailed"
+    stream_usage: str = "off"
+    stall_threshold: float = 2.0
+    trace_dns: bool = False
+    propagate: bool = True
+    capture_content: str = "no_content"
+    content_max_length: int = 4096
+
+    @property
+    def http_subphases(self) -> bool:
+        return self.phase_spans == "detailed"
+
+    @property
+    def any_phase_spans(self) -> bool:
+        return self.phase_spans != "off"
+
+
+# setting name -> (environment variable, parser, description of accepted values)
+def _choice(allowed: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(raw)
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0 or value == float("inf"):
+        raise ValueError(raw)
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+_FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "phase_spans": ("OPENAI_LATENCY_PHASE_SPANS", _choice(PHASE_SPANS_MODES), "|".join(PHASE_SPANS_MODES)),
+    "stream_usage": ("OPENAI_LATENCY_STREAM_USAGE", _choice(STREAM_USAGE_MODES), "|".join(STREAM_USAGE_MODES)),
+    "stall_threshold": ("OPENAI_LATENCY_STALL_THRESHOLD", _positive_float, "a number of seconds > 0"),
+    "trace_dns": ("OPENAI_LATENCY_TRACE_DNS", _bool, "true|false"),
+    "propagate": ("OPENAI_LATENCY_PROPAGATE", _bool, "true|false"),
+    "capture_content": (
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        _choice(CONTENT_MODES),
+        "|".join(CONTENT_MODES),
+    ),
+    "content_max_length": ("OPENAI_LATENCY_CONTENT_MAX_LENGTH", _positive_int, "a whole number > 0"),
+}
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Builds settings from ``environ`` (default ``os.environ``), then ``overrides`` (instrument kwargs).
+
+    Unknown override keys are ignored here (BaseInstrumentor passes its own, e.g. tracer_provider).
+    """
+    env = os.environ if environ is None else environ
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    for name, (var, parse, accepted) in _FIELDS.items():
+        raw: Any = None
+        source = var
+        if overrides is not None and overrides.get(name) is not None:
+            raw, source = overrides[name], f"instrument({name}=...)"
+        elif env.get(var, "").strip():
+            raw = env[var]
+        if raw is None:
+            continue
+        try:
+            values[name] = parse(str(raw))
+        except (ValueError, TypeError):
+            _log.warning(
+                "openai-latency: invalid value %r for %s (accepted: %s); using the default %r",
+                raw,
+                source,
+                accepted,
+                getattr(defaults, name),
+            )
+    return Settings(**values)

@@ -1,0 +1,117 @@
+"""``OpenAILatencyInstrumentor``: what is patched, and the symmetric undo.
+
+Everything patched is listed in :func:`_patch_table`; ``uninstrument()`` unwraps exactly what
+``instrument()`` wrapped. A target that does not exist in the installed SDK version is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Collection
+from typing import Any
+
+import wrapt
+from opentelemetry import metrics, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+
+from .config import load_settings
+from .metrics import Metrics
+from .operation import Telemetry
+from .routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
+from .sdk_hooks import Hooks, Wrapper
+from .version import __version__
+
+_log = logging.getLogger("openai_latency")
+
+_INSTRUMENTS = ("openai >= 1.76, < 4",)
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+
+
+def _patch_table(hooks: Hooks) -> list[tuple[str, str, Wrapper]]:
+    """(module, "Class.method", wrapper) for every SDK boundary we hook."""
+    table: list[tuple[str, str, Wrapper]] = []
+    resources = (
+        ("openai.resources.chat.completions", "Completions", ("create", "parse"), CHAT),
+        ("openai.resources.responses", "Responses", ("create", "parse", "retrieve"), RESPONSES),
+        ("openai.resources.embeddings", "Embeddings", ("create",), EMBEDDINGS),
+        ("openai.resources.completions", "Completions", ("create",), COMPLETIONS),
+    )
+    for module, cls, methods, kind in resources:
+        for method in methods:
+            table.append((module, f"{cls}.{method}", hooks.operation(kind)))
+            table.append((module, f"Async{cls}.{method}", hooks.async_operation(kind)))
+    base = "openai._base_client"
+    table += [
+        (base, "SyncAPIClient.request", hooks.request),
+        (base, "AsyncAPIClient.request", hooks.async_request),
+        (base, "SyncAPIClient._send_request", hooks.send),
+        (base, "AsyncAPIClient._send_request", hooks.async_send),
+        (base, "SyncAPIClient._sleep_for_retry", hooks.sleep_for_retry),
+        (base, "AsyncAPIClient._sleep_for_retry", hooks.async_sleep_for_retry),
+        (base, "BaseClient._calculate_retry_timeout", hooks.retry_timeout),
+        ("openai._streaming", "Stream.__stream__", hooks.stream),
+        ("openai._streaming", "AsyncStream.__stream__", hooks.async_stream),
+    ]
+    closers = (
+        ("openai._streaming", ("Stream", "AsyncStream")),
+        ("openai._response", ("APIResponse", "AsyncAPIResponse")),
+        ("openai.lib.streaming.chat._completions", ("ChatCompletionStream", "AsyncChatCompletionStream")),
+        ("openai.lib.streaming.responses._responses", ("ResponseStream", "AsyncResponseStream")),
+    )
+    for module, classes in closers:
+        table += [(module, f"{cls}.close", hooks.close) for cls in classes]
+    return table
+
+
+class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Phase-level latency spans and metrics for every OpenAI SDK call.
+
+    ``instrument(tracer_provider=..., meter_provider=..., phase_spans=..., stall_threshold=...,
+    stream_usage=..., trace_dns=..., propagate=..., capture_content=..., content_max_length=...)``;
+    each setting also reads its environment variable (see README).
+    """
+
+    _patched: list[tuple[Any, str]]
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _INSTRUMENTS
+
+    def _instrument(self, **kwargs: Any) -> None:
+        settings = load_settings(kwargs)
+        tracer = trace.get_tracer(
+            "openai_latency", __version__, tracer_provider=kwargs.get("tracer_provider"), schema_url=SCHEMA_URL
+        )
+        meter = metrics.get_meter(
+            "openai_latency", __version__, meter_provider=kwargs.get("meter_provider"), schema_url=SCHEMA_URL
+        )
+        hooks = Hooks(Telemetry(tracer=tracer, metrics=Metrics(meter), settings=settings))
+        self._patched = []
+        for module_name, path, wrapper in _patch_table(hooks):
+            owner = _resolve_owner(module_name, path)
+            if owner is None:
+                continue
+            wrapt.wrap_function_wrapper(owner, path.rsplit(".", 1)[1], wrapper)
+            self._patched.append((owner, path.rsplit(".", 1)[1]))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, attribute in reversed(getattr(self, "_patched", [])):
+            unwrap(owner, attribute)
+        self._patched = []
+
+
+def _resolve_owner(module_name: str, path: str) -> Any:
+    """The class that defines ``path``'s method, or None when this SDK version lacks it."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        _log.debug("openai-latency: %s not present in this openai version", module_name)
+        return None
+    class_name, method = path.split(".")
+    owner = getattr(module, class_name, None)
+    if owner is None or method not in vars(owner):
+        _log.debug("openai-latency: %s.%s not present in this openai version", module_name, path)
+        return None
+    return owner

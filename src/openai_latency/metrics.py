@@ -1,0 +1,152 @@
+"""The instruments of DESIGN §4 and one ``record`` per finished operation.
+
+Recording happens once, when the call ends, inside the operation span's context so that an SDK
+exemplar filter can link each point to its trace. Attributes stay low-cardinality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.metrics import Meter
+
+# Explicit bucket advice of the GenAI semantic conventions (client metrics).
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+TOKEN_BUCKETS = (
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+)
+TIME_TO_FIRST_CHUNK_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+)
+TIME_PER_CHUNK_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+
+# Span attributes that metric points may carry (DESIGN §4: never ids, never content).
+METRIC_ATTRIBUTES = (
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "server.address",
+    "server.port",
+    "error.type",
+)
+
+
+@dataclass
+class Measurements:
+    """What one finished call contributes to the metrics, in seconds and tokens."""
+
+    span_attributes: Mapping[str, Any]
+    duration: float
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    time_to_first_chunk: float | None = None
+    time_to_first_token: float | None = None
+    time_per_output_token: float | None = None
+    chunk_gaps: Iterable[float] = ()
+    retries: list[str] = field(default_factory=list)
+    """error.type of every retried attempt."""
+
+
+class Metrics:
+    def __init__(self, meter: Meter) -> None:
+        histogram = meter.create_histogram
+        self.duration = histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.token_usage = histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.time_to_first_chunk = histogram(
+            "gen_ai.client.operation.time_to_first_chunk",
+            unit="s",
+            description="Time from the start of the call to the first chunk of the response stream.",
+            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_CHUNK_BUCKETS,
+        )
+        self.time_per_output_chunk = histogram(
+            "gen_ai.client.operation.time_per_output_chunk",
+            unit="s",
+            description="Server-side time between two chunks (the caller's own time excluded).",
+            explicit_bucket_boundaries_advisory=TIME_PER_CHUNK_BUCKETS,
+        )
+        self.time_to_first_token = histogram(
+            "openai_latency.time_to_first_token",
+            unit="s",
+            description="Time from the start of the call to the first output-bearing chunk, caller time excluded.",
+            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_CHUNK_BUCKETS,
+        )
+        self.time_per_output_token = histogram(
+            "openai_latency.time_per_output_token",
+            unit="s",
+            description="Server-side time per output token after the first.",
+            explicit_bucket_boundaries_advisory=TIME_PER_CHUNK_BUCKETS,
+        )
+        self.phase_duration = histogram(
+            "openai_latency.phase.duration",
+            unit="s",
+            description="Duration of one phase of a call (attribute openai_latency.phase).",
+            explicit_bucket_boundaries_advisory=(0.0005, 0.001, 0.0025, *DURATION_BUCKETS),
+        )
+        self.retries = meter.create_counter(
+            "openai_latency.retries",
+            unit="{retry}",
+            description="Retries taken by the SDK, by error.type of the retried attempt.",
+        )
+
+    def record(self, m: Measurements, context: otel_context.Context) -> None:
+        base = {key: m.span_attributes[key] for key in METRIC_ATTRIBUTES if key in m.span_attributes}
+        self.duration.record(m.duration, base, context=context)
+        if m.input_tokens is not None:
+            self.token_usage.record(m.input_tokens, {**base, "gen_ai.token.type": "input"}, context=context)
+        if m.output_tokens is not None:
+            self.token_usage.record(m.output_tokens, {**base, "gen_ai.token.type": "output"}, context=context)
+        if m.time_to_first_chunk is not None:
+            self.time_to_first_chunk.record(m.time_to_first_chunk, base, context=context)
+        if m.time_to_first_token is not None:
+            self.time_to_first_token.record(m.time_to_first_token, base, context=context)
+        if m.time_per_output_token is not None:
+            self.time_per_output_token.record(m.time_per_output_token, base, context=context)
+        for gap in m.chunk_gaps:
+            self.time_per_output_chunk.record(gap, base, context=context)
+        for phase, seconds in m.phases:
+            self.phase_duration.record(seconds, {**base, "openai_latency.phase": phase}, context=context)
+        for error_type in m.retries:
+            self.retries.add(1, {**base, "error.type": error_type}, context=context)

@@ -1,0 +1,273 @@
+"""One user call: its operation span, its timeline, its stream statistics; it ends exactly once.
+
+Hooks feed marks in while the call runs (:mod:`openai_latency.sdk_hooks`, :mod:`.streams`,
+:mod:`.http_trace`); :meth:`Operation.finish` turns them into phase spans, summary attributes and
+metric points in one go.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from . import attributes as attrs
+from ._guard import guarded
+from .config import Settings
+from .metrics import Measurements, Metrics
+from .timeline import PHASE_NAMES, Phase, Timeline, clock, to_epoch_ns
+
+_NS = 1e-9
+
+
+@dataclass
+class Telemetry:
+    """What every operation needs from the instrumentor: set once per ``instrument()``."""
+
+    tracer: Tracer
+    metrics: Metrics | None
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class OperationKind:
+    """How to name, describe and read one family of SDK calls."""
+
+    operation: str
+    """gen_ai.operation.name: chat, embeddings, text_completion, or ``openai`` for the fallback."""
+    api_type: str | None
+    stream_kind: str
+    """Key of the chunk observer in :mod:`openai_latency.streams`: chat, responses, completions, any."""
+
+
+@dataclass
+class StreamStats:
+    """Per-chunk counters, updated in place by the stream wrappers (no allocation per chunk)."""
+
+    chunks: int = 0
+    output_chunks: int = 0
+    wait_ns: int = 0
+    consumer_ns: int = 0
+    consumer_before_output_ns: int = 0
+    max_gap_ns: int = 0
+    first_chunk_ns: int = 0
+    wait_at_first_output_ns: int = 0
+    wait_at_last_output_ns: int = 0
+    last_activity_ns: int = 0
+    gaps: array[int] = field(default_factory=lambda: array("q"))
+    stalls: list[tuple[int, int, int]] | None = None
+    """(chunk index, gap ns, mono ns) for gaps above the stall threshold."""
+    first_item: Any = None
+    final_item: Any = None
+    usage: Any = None
+    finish_reasons: list[str] | None = None
+    error_item: Any = None
+
+
+class Operation:
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        kind: OperationKind,
+        span_name: str,
+        attributes: dict[str, Any],
+        start_ns: int,
+    ) -> None:
+        self.telemetry = telemetry
+        self.kind = kind
+        self.attributes = attributes
+        self.timeline = Timeline(start_ns=start_ns, streaming=attributes.get("gen_ai.request.stream") is True)
+        self.stream = StreamStats()
+        self.result_attributes: dict[str, Any] = {}
+        self.stall_threshold_ns = int(telemetry.settings.stall_threshold * 1e9)
+        self._unfinished = [True]
+        self.span: Span = telemetry.tracer.start_span(
+            span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=to_epoch_ns(start_ns)
+        )
+        self.context = trace.set_span_in_context(self.span)
+
+    @property
+    def finished(self) -> bool:
+        return not self._unfinished
+
+    # --- while the call runs ----------------------------------------------------------------
+
+    @guarded()
+    def returned(self, result: Any, streaming: bool) -> None:
+        """The SDK method returned ``result``; a non-stream call ends here."""
+        now = clock()
+        self.timeline.returned_ns = now
+        self.stream.last_activity_ns = now
+        if streaming:
+            self.timeline.streaming = True
+            return
+        self.result_attributes = attrs.response_attributes(result)
+        self.finish(end_ns=now)
+
+    @guarded()
+    def failed(self, exc: BaseException) -> None:
+        """The SDK method raised (before a stream existed)."""
+        self.finish(end_ns=clock(), error=exc)
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def finish(self, end_ns: int, error: BaseException | None = None, end_state: str | None = None) -> None:
+        """Ends the operation; every call after the first is a no-op (exactly-once, thread-safe)."""
+        try:
+            self._unfinished.pop()
+        except IndexError:
+            return
+        self._finish(end_ns, error, end_state)
+
+    @guarded()
+    def _finish(self, end_ns: int, error: BaseException | None, end_state: str | None) -> None:
+        timeline = self.timeline
+        timeline.end_ns = end_ns
+        settings = self.telemetry.settings
+        phases = timeline.phases(settings.http_subphases)
+        summary = dict(self.result_attributes)
+        summary.update(self._summary(phases))
+        if timeline.streaming:
+            summary.update(self._stream_summary(end_state))
+        if error is not None:
+            summary.update(attrs.error_attributes(error, mid_stream=end_state == "error"))
+        span = self.span
+        span.set_attributes(summary)
+        if settings.any_phase_spans:
+            self._emit_phase_spans(phases, settings.http_subphases)
+        self._add_stall_events()
+        if error is not None and end_state != "cancelled":
+            span.set_status(Status(StatusCode.ERROR, str(error)[:256]))
+            span.record_exception(error)
+        elif error is not None:
+            span.set_status(Status(StatusCode.UNSET))
+        span.end(end_time=to_epoch_ns(end_ns))
+        metrics = self.telemetry.metrics
+        if metrics is not None:
+            metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
+
+    def _summary(self, phases: list[Phase]) -> dict[str, Any]:
+        timeline = self.timeline
+        out: dict[str, Any] = {}
+        totals: dict[str, int] = {}
+        for phase in phases:
+            totals[phase.name] = totals.get(phase.name, 0) + phase.duration_ns
+        for name in PHASE_NAMES:
+            if name in totals:
+                out["openai_latency.phase." + name] = totals[name] * _NS
+        if totals:
+            out["openai_latency.dominant_phase"] = max(totals, key=lambda name: totals[name])
+        attempts = timeline.attempts
+        out["openai_latency.attempts"] = len(attempts)
+        if attempts:
+            out["http.request.resend_count"] = len(attempts) - 1
+            last = attempts[-1]
+            if last.status_code:
+                out["http.response.status_code"] = last.status_code
+            reused = last.connection_reused
+            if reused is not None:
+                out["openai_latency.connection.reused"] = reused
+            headers = attrs.header_attributes(last.response_headers)
+            out.update(headers)
+            processing = headers.get("openai_latency.server.processing_time")
+            server_wait = _server_wait_ns(phases)
+            if processing is not None and server_wait is not None:
+                out["openai_latency.network.overhead"] = server_wait * _NS - processing
+        return out
+
+    def _stream_summary(self, end_state: str | None) -> dict[str, Any]:
+        st = self.stream
+        start = self.timeline.start_ns
+        out: dict[str, Any] = {
+            "openai_latency.stream.end_state": end_state or "completed",
+            "openai_latency.stream.chunks": st.chunks,
+            "openai_latency.stream.wait_time": st.wait_ns * _NS,
+            "openai_latency.stream.consumer_time": st.consumer_ns * _NS,
+            "openai_latency.stream.max_gap": st.max_gap_ns * _NS,
+        }
+        if st.first_chunk_ns:
+            out["gen_ai.response.time_to_first_chunk"] = (st.first_chunk_ns - start) * _NS
+        if self.timeline.first_output_ns:
+            ttft = self.timeline.first_output_ns - start - st.consumer_before_output_ns
+            out["openai_latency.time_to_first_token"] = ttft * _NS
+        for item in (st.first_item, st.final_item):
+            if item is not None:
+                out.update(attrs.response_attributes(item))
+        if st.usage is not None:
+            out.update(attrs.usage_attributes(st.usage))
+        if st.finish_reasons:
+            out["gen_ai.response.finish_reasons"] = st.finish_reasons
+        output_tokens = out.get("gen_ai.usage.output_tokens")
+        if output_tokens is None and st.output_chunks:
+            output_tokens = st.output_chunks
+            out["openai_latency.usage.estimated"] = True
+        if output_tokens and output_tokens > 1 and st.output_chunks > 1:
+            span_ns = st.wait_at_last_output_ns - st.wait_at_first_output_ns
+            out["openai_latency.time_per_output_token"] = span_ns * _NS / (output_tokens - 1)
+        return out
+
+    def _emit_phase_spans(self, phases: list[Phase], http_subphases: bool) -> None:
+        tracer = self.telemetry.tracer
+        for phase in phases:
+            span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
+            if http_subphases and phase.children:
+                parent = trace.set_span_in_context(span)
+                for child in phase.children:
+                    _emit(tracer, parent, child.name, child.name.split(".", 1)[1], child)
+
+    def _add_stall_events(self) -> None:
+        stalls = self.stream.stalls
+        if not stalls:
+            return
+        for index, gap_ns, at_ns in stalls:
+            self.span.add_event(
+                "openai_latency.stream.stall",
+                {"openai_latency.stall.gap": gap_ns * _NS, "openai_latency.stall.chunk_index": index},
+                timestamp=to_epoch_ns(at_ns),
+            )
+
+    def _measurements(self, phases: list[Phase], attributes: dict[str, Any]) -> Measurements:
+        st = self.stream
+        flat: list[tuple[str, float]] = []
+        for phase in phases:
+            flat.append((phase.name, phase.duration_ns * _NS))
+            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
+        retried = [a.error_type or str(a.status_code or "_OTHER") for a in self.timeline.attempts[:-1]]
+        streaming = self.timeline.streaming
+        return Measurements(
+            span_attributes=attributes,
+            duration=(self.timeline.end_ns - self.timeline.start_ns) * _NS,
+            phases=flat,
+            input_tokens=attributes.get("gen_ai.usage.input_tokens"),
+            output_tokens=attributes.get("gen_ai.usage.output_tokens"),
+            time_to_first_chunk=attributes.get("gen_ai.response.time_to_first_chunk") if streaming else None,
+            time_to_first_token=attributes.get("openai_latency.time_to_first_token") if streaming else None,
+            time_per_output_token=attributes.get("openai_latency.time_per_output_token"),
+            chunk_gaps=[gap * _NS for gap in st.gaps],
+            retries=retried,
+        )
+
+
+def _emit(tracer: Tracer, parent: Any, span_name: str, phase_name: str, phase: Phase) -> Span:
+    span = tracer.start_span(
+        span_name,
+        context=parent,
+        attributes={"openai_latency.phase": phase_name, **phase.attributes},
+        start_time=to_epoch_ns(phase.start_ns),
+    )
+    span.end(end_time=to_epoch_ns(phase.end_ns))
+    return span
+
+
+def _server_wait_ns(phases: list[Phase]) -> int | None:
+    """http.server_wait of the final attempt, else its whole network_wait."""
+    waits = [phase for phase in phases if phase.name == "network_wait"]
+    if not waits:
+        return None
+    for child in waits[-1].children:
+        if child.name == "http.server_wait":
+            return child.duration_ns
+    return waits[-1].duration_ns

@@ -1,0 +1,197 @@
+"""A call's phases as data: monotonic marks in, phase intervals out.
+
+Hooks only append plain integers (``time.perf_counter_ns()``) while the call runs. When the call
+ends, :meth:`Timeline.phases` turns the marks into non-overlapping intervals, in order, that tile
+the operation; the span layer converts them to spans with :func:`to_epoch_ns`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+clock = time.perf_counter_ns
+"""The one clock of the project: CLOCK_MONOTONIC on Linux, shared with the fake server's log."""
+
+EPOCH_OFFSET_NS = time.time_ns() - time.perf_counter_ns()
+"""Added to a monotonic mark to get the epoch timestamp a span wants; measured once per process."""
+
+
+def to_epoch_ns(mono_ns: int) -> int:
+    return mono_ns + EPOCH_OFFSET_NS
+
+
+def to_monotonic_ns(epoch_ns: int) -> int:
+    """The inverse of :func:`to_epoch_ns`: lets tests compare span times with a server's log."""
+    return epoch_ns - EPOCH_OFFSET_NS
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt: from send entry to response headers (or failure)."""
+
+    index: int
+    start_ns: int
+    end_ns: int = 0
+    headers_ns: int = 0
+    status_code: int = 0
+    error_type: str | None = None
+    http_version: str | None = None
+    response_headers: Mapping[str, str] | None = None
+    events: list[tuple[str, int]] = field(default_factory=list)
+    """httpcore ``trace`` events as (name, ns), in arrival order."""
+    dns: tuple[int, int] | None = None
+
+    def event_ns(self, suffix: str) -> int:
+        for name, ns in self.events:
+            if name.endswith(suffix):
+                return ns
+        return 0
+
+    @property
+    def connection_reused(self) -> bool | None:
+        if not self.events:
+            return None
+        return not any(name.startswith("connection.connect_tcp") for name, _ in self.events)
+
+
+@dataclass
+class Backoff:
+    """The SDK's sleep between two attempts."""
+
+    start_ns: int
+    end_ns: int = 0
+    reason: str = ""
+    delay_s: float | None = None
+    delay_source: str = "backoff"
+
+
+@dataclass
+class Phase:
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+    children: list[Phase] = field(default_factory=list)
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+PHASE_NAMES = (
+    "request_build",
+    "network_wait",
+    "retry_backoff",
+    "first_token",
+    "stream_drain",
+    "response_read",
+)
+
+
+@dataclass
+class Timeline:
+    start_ns: int
+    streaming: bool = False
+    returned_ns: int = 0
+    """When the SDK method returned to the caller (for streams: the stream object)."""
+    end_ns: int = 0
+    first_output_ns: int = 0
+    attempts: list[Attempt] = field(default_factory=list)
+    backoffs: list[Backoff] = field(default_factory=list)
+
+    def begin_attempt(self, index: int) -> Attempt:
+        attempt = Attempt(index=index, start_ns=clock())
+        self.attempts.append(attempt)
+        return attempt
+
+    @property
+    def headers_ns(self) -> int:
+        """Response headers of the final attempt, 0 when no response came."""
+        if not self.attempts:
+            return 0
+        last = self.attempts[-1]
+        return last.headers_ns if last.status_code else 0
+
+    def phases(self, http_subphases: bool) -> list[Phase]:
+        """The call's phases in order; they do not overlap and cover ``start_ns .. end_ns``."""
+        end = self.end_ns
+        first_send = self.attempts[0].start_ns if self.attempts else end
+        phases = [Phase("request_build", self.start_ns, min(first_send, end))]
+        last_index = len(self.attempts) - 1
+        for i, attempt in enumerate(self.attempts):
+            phases.append(_network_wait(attempt, i == last_index, end, http_subphases))
+            if i < len(self.backoffs):
+                phases.append(_backoff(self.backoffs[i]))
+        headers = self.headers_ns
+        if headers:
+            if self.streaming:
+                first_output = self.first_output_ns or end
+                phases.append(Phase("first_token", headers, first_output))
+                if self.first_output_ns:
+                    phases.append(Phase("stream_drain", self.first_output_ns, end))
+            else:
+                phases.append(Phase("response_read", headers, end))
+        return phases
+
+
+def _network_wait(attempt: Attempt, is_last: bool, call_end: int, http_subphases: bool) -> Phase:
+    if is_last and attempt.headers_ns:
+        end = attempt.headers_ns
+    else:
+        end = attempt.end_ns or attempt.headers_ns or call_end
+    attributes: dict[str, Any] = {"http.request.resend_count": attempt.index}
+    if attempt.status_code:
+        attributes["http.response.status_code"] = attempt.status_code
+    if attempt.error_type:
+        attributes["error.type"] = attempt.error_type
+    if attempt.http_version:
+        attributes["network.protocol.version"] = attempt.http_version
+    reused = attempt.connection_reused
+    if reused is not None:
+        attributes["openai_latency.connection.reused"] = reused
+    children = _http_subphases(attempt, end) if http_subphases and attempt.events else []
+    return Phase("network_wait", attempt.start_ns, end, attributes, children)
+
+
+def _backoff(backoff: Backoff) -> Phase:
+    attributes: dict[str, Any] = {
+        "openai_latency.retry.reason": backoff.reason,
+        "openai_latency.retry.delay_source": backoff.delay_source,
+    }
+    if backoff.delay_s is not None:
+        attributes["openai_latency.retry.delay"] = backoff.delay_s
+    return Phase("retry_backoff", backoff.start_ns, backoff.end_ns or backoff.start_ns, attributes)
+
+
+def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
+    """pool_wait, dns, connect, tls, send, server_wait from the attempt's httpcore trace events."""
+    ev = attempt.event_ns
+    first_event = attempt.events[0][1]
+    out = [Phase("http.pool_wait", attempt.start_ns, first_event)]
+
+    connect_start = ev("connect_tcp.started")
+    if connect_start:
+        connect_end = ev("connect_tcp.complete") or ev("connect_tcp.failed") or end
+        if attempt.dns is not None:
+            dns_start, dns_end = attempt.dns
+            out.append(Phase("http.dns", connect_start, dns_end))
+            connect_start = dns_end
+        out.append(Phase("http.connect", connect_start, connect_end))
+    tls_start = ev("start_tls.started")
+    if tls_start:
+        out.append(Phase("http.tls", tls_start, ev("start_tls.complete") or ev("start_tls.failed") or end))
+
+    send_start = ev("send_connection_init.started") or ev("send_request_headers.started")
+    if send_start:
+        send_end = (
+            ev("send_request_body.complete")
+            or ev("send_request_body.failed")
+            or ev("send_request_headers.complete")
+            or end
+        )
+        out.append(Phase("http.send", send_start, send_end))
+        out.append(Phase("http.server_wait", send_end, ev("receive_response_headers.complete") or end))
+    return out
