@@ -1,0 +1,421 @@
+"""Generates deploy/grafana/dashboards/openai-latency.json (the provisioned Grafana dashboard).
+
+    python deploy/grafana/make_dashboard.py            # rewrite the JSON
+    python deploy/grafana/make_dashboard.py --check    # exit 1 if the JSON is out of date
+
+Edit the panels here, not in the JSON. Every PromQL expression must only use metric names that
+the collector pipeline produces: tests/stack/test_grafana_dashboard.py checks that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "dashboards" / "openai-latency.json"
+DS = {"type": "prometheus", "uid": "prometheus"}
+M = 'gen_ai_request_model=~"$model"'
+RI = "$__rate_interval"
+# Phase spans of openai-latency (span names are the public contract, DESIGN §1).
+PHASE_SPANS = r'span_name=~"openai\\..+|http\\..+"'
+OPERATION_SPANS = r'span_name=~"(chat|embeddings|text_completion|generate_content|openai) .+"'
+
+
+def q(expr: str, legend: str, ref: str, *, exemplar: bool = False, instant: bool = False) -> dict[str, Any]:
+    target: dict[str, Any] = {
+        "datasource": DS,
+        "expr": expr,
+        "legendFormat": legend,
+        "refId": ref,
+        "exemplar": exemplar,
+    }
+    if instant:
+        target.update({"instant": True, "range": False, "format": "table"})
+    else:
+        target["range"] = True
+    return target
+
+
+def quantile(p: float, metric: str, by: str, matchers: str) -> str:
+    return f"histogram_quantile({p}, sum by (le, {by}) (rate({metric}_bucket{{{matchers}}}[{RI}])))"
+
+
+class Layout:
+    def __init__(self) -> None:
+        self.panels: list[dict[str, Any]] = []
+        self.y = 0
+        self.x = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def row(self, title: str) -> None:
+        self._newline()
+        self.panels.append(
+            {
+                "type": "row",
+                "title": title,
+                "id": self._id(),
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+                "panels": [],
+            }
+        )
+        self.y += 1
+
+    def panel(
+        self,
+        title: str,
+        description: str,
+        targets: list[dict[str, Any]],
+        *,
+        unit: str,
+        w: int = 12,
+        h: int = 8,
+        kind: str = "timeseries",
+        stack: bool = False,
+        overrides: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if self.x + w > 24:
+            self._newline()
+        custom: dict[str, Any] = {
+            "drawStyle": "line",
+            "lineWidth": 1,
+            "fillOpacity": 10,
+            "showPoints": "never",
+        }
+        if stack:
+            custom.update({"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 60})
+        panel: dict[str, Any] = {
+            "type": kind,
+            "title": title,
+            "description": description,
+            "id": self._id(),
+            "datasource": DS,
+            "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
+            "targets": targets,
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
+            "options": {
+                "legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                "tooltip": {"mode": "multi", "sort": "desc"},
+            },
+        }
+        if kind == "timeseries":
+            panel["fieldConfig"]["defaults"]["custom"] = custom
+        else:
+            panel["options"] = {"showHeader": True}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def _newline(self) -> None:
+        self.y += self.row_h
+        self.x = 0
+        self.row_h = 0
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def build() -> dict[str, Any]:
+    d = Layout()
+    calls = "gen_ai_client_operation_duration_seconds_count"
+
+    d.row("Overview")
+    d.panel(
+        "LLM calls per second by model",
+        "Completed SDK calls (success and failure) per second, from gen_ai.client.operation.duration.",
+        [q(f"sum by (gen_ai_request_model) (rate({calls}{{{M}}}[{RI}]))", "{{gen_ai_request_model}}", "A")],
+        unit="reqps",
+        w=8,
+    )
+    d.panel(
+        "Error rate by error.type",
+        "Share of calls that failed, split by error.type (provider error code, HTTP status or exception "
+        "name). A retried call that finally succeeded is not an error here: see Retries.",
+        [
+            q(
+                f'sum by (error_type) (rate({calls}{{{M}, error_type!=""}}[{RI}])) '
+                f"/ scalar(sum(rate({calls}{{{M}}}[{RI}])))",
+                "{{error_type}}",
+                "A",
+            )
+        ],
+        unit="percentunit",
+        w=8,
+        stack=True,
+    )
+    d.panel(
+        "Operation duration p50 / p95 by model",
+        "Whole call, from create() to the last chunk (streams) or the parsed response. Dots are "
+        "exemplars: click one to open its trace in Jaeger.",
+        [
+            q(
+                quantile(0.5, "gen_ai_client_operation_duration_seconds", "gen_ai_request_model", M),
+                "p50 {{gen_ai_request_model}}",
+                "A",
+                exemplar=True,
+            ),
+            q(
+                quantile(0.95, "gen_ai_client_operation_duration_seconds", "gen_ai_request_model", M),
+                "p95 {{gen_ai_request_model}}",
+                "B",
+                exemplar=True,
+            ),
+        ],
+        unit="s",
+        w=8,
+    )
+
+    d.row("Time to first token and decode speed")
+    d.panel(
+        "Time to first token p50 / p95 by model",
+        "openai_latency.time_to_first_token: operation start to the first chunk that carries output "
+        "(role-only chunks do not count), caller's own time excluded. Streams only. Exemplars link "
+        "to the trace.",
+        [
+            q(
+                quantile(0.5, "openai_latency_time_to_first_token_seconds", "gen_ai_request_model", M),
+                "p50 {{gen_ai_request_model}}",
+                "A",
+                exemplar=True,
+            ),
+            q(
+                quantile(0.95, "openai_latency_time_to_first_token_seconds", "gen_ai_request_model", M),
+                "p95 {{gen_ai_request_model}}",
+                "B",
+                exemplar=True,
+            ),
+        ],
+        unit="s",
+        w=12,
+    )
+    d.panel(
+        "Time per output token p50 / p95 by model",
+        "openai_latency.time_per_output_token: server-side wait between output chunks divided by "
+        "(output tokens - 1). Time the caller spends between chunks is not counted.",
+        [
+            q(
+                quantile(0.5, "openai_latency_time_per_output_token_seconds", "gen_ai_request_model", M),
+                "p50 {{gen_ai_request_model}}",
+                "A",
+                exemplar=True,
+            ),
+            q(
+                quantile(0.95, "openai_latency_time_per_output_token_seconds", "gen_ai_request_model", M),
+                "p95 {{gen_ai_request_model}}",
+                "B",
+                exemplar=True,
+            ),
+        ],
+        unit="s",
+        w=12,
+    )
+    d.panel(
+        "Output tokens per second (throughput) by model",
+        "All output tokens received per second (gen_ai.client.token.usage, token type output): how "
+        "much the application consumes.",
+        [
+            q(
+                f"sum by (gen_ai_request_model) (rate(gen_ai_client_token_usage_sum{{{M}, "
+                f'gen_ai_token_type="output"}}[{RI}]))',
+                "{{gen_ai_request_model}}",
+                "A",
+            )
+        ],
+        unit="short",
+        w=12,
+    )
+    d.panel(
+        "Decode speed per stream (tokens/s) by model",
+        "1 / mean time per output token: how fast one stream produces tokens once it started.",
+        [
+            q(
+                f"1 / (sum by (gen_ai_request_model) (rate(openai_latency_time_per_output_token_seconds_sum"
+                f"{{{M}}}[{RI}])) / sum by (gen_ai_request_model) (rate("
+                f"openai_latency_time_per_output_token_seconds_count{{{M}}}[{RI}])))",
+                "{{gen_ai_request_model}}",
+                "A",
+            )
+        ],
+        unit="short",
+        w=12,
+    )
+
+    d.row("Where the time goes: phases")
+    d.panel(
+        "Phase breakdown: mean seconds per call (stacked)",
+        "openai_latency.phase.duration summed per phase and divided by the number of calls: the "
+        "stack height is the mean call duration, each band the phase's share (request_build, "
+        "network_wait, retry_backoff, first_token, stream_drain, response_read).",
+        [
+            q(
+                f"sum by (openai_latency_phase) "
+                f"(rate(openai_latency_phase_duration_seconds_sum{{{M}}}[{RI}])) "
+                f"/ scalar(sum(rate({calls}{{{M}}}[{RI}])))",
+                "{{openai_latency_phase}}",
+                "A",
+            )
+        ],
+        unit="s",
+        w=12,
+        stack=True,
+    )
+    d.panel(
+        "Phase p95 (openai_latency.phase.duration)",
+        "95th percentile of each phase across calls, from the instrumentation's own histogram.",
+        [
+            q(
+                quantile(0.95, "openai_latency_phase_duration_seconds", "openai_latency_phase", M),
+                "{{openai_latency_phase}}",
+                "A",
+                exemplar=True,
+            )
+        ],
+        unit="s",
+        w=12,
+    )
+    d.panel(
+        "Phase and sub-phase span p95 (spanmetrics)",
+        "The collector's spanmetrics connector turns every span into a duration histogram per span "
+        "name, so each phase span (openai.*) and HTTP sub-phase span (http.pool_wait, http.connect, "
+        "http.tls, http.send, http.server_wait) gets a p95 without any extra instrumentation.",
+        [
+            q(
+                quantile(0.95, "traces_span_metrics_duration_seconds", "span_name", PHASE_SPANS),
+                "{{span_name}}",
+                "A",
+                exemplar=True,
+            )
+        ],
+        unit="s",
+        w=12,
+    )
+    d.panel(
+        "Operation span p95 by span name (spanmetrics)",
+        "The operation spans (`chat {model}`, ...) as seen by the collector, per server.address.",
+        [
+            q(
+                quantile(
+                    0.95, "traces_span_metrics_duration_seconds", "span_name, server_address", OPERATION_SPANS
+                ),
+                "{{span_name}} @ {{server_address}}",
+                "A",
+                exemplar=True,
+            )
+        ],
+        unit="s",
+        w=12,
+    )
+
+    d.row("Retries and failures")
+    d.panel(
+        "Retries per second by error.type",
+        "openai_latency.retries: attempts the SDK retried, by the error.type of the failed attempt "
+        "(429 rate limits, 5xx, timeouts). Time spent waiting is the retry_backoff phase.",
+        [q(f"sum by (error_type) (rate(openai_latency_retries_total{{{M}}}[{RI}]))", "{{error_type}}", "A")],
+        unit="short",
+        w=12,
+        stack=True,
+    )
+    d.panel(
+        "Failed LLM spans per second by error.type (spanmetrics)",
+        "Operation spans with status ERROR counted by the collector, split by error.type.",
+        [
+            q(
+                f"sum by (error_type) (rate(traces_span_metrics_calls_total{{{OPERATION_SPANS}, "
+                f'status_code="STATUS_CODE_ERROR"}}[{RI}]))',
+                "{{error_type}}",
+                "A",
+            )
+        ],
+        unit="short",
+        w=12,
+        stack=True,
+    )
+    d.panel(
+        "Slowest spans right now (p95 over 5 min, spanmetrics)",
+        "Top 15 span names by p95 duration over the last 5 minutes.",
+        [
+            q(
+                "topk(15, histogram_quantile(0.95, sum by (le, span_name, gen_ai_request_model) "
+                "(rate(traces_span_metrics_duration_seconds_bucket[5m]))))",
+                "{{span_name}}",
+                "A",
+                instant=True,
+            )
+        ],
+        unit="s",
+        w=24,
+        kind="table",
+    )
+
+    return {
+        "uid": "openai-latency",
+        "title": "OpenAI latency",
+        "description": "Where the time of OpenAI SDK calls goes (openai-latency + spanmetrics).",
+        "tags": ["openai", "llm", "opentelemetry"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "10s",
+        "time": {"from": "now-15m", "to": "now"},
+        "links": [
+            {
+                "title": "Jaeger: traces of example-backend",
+                "type": "link",
+                "targetBlank": True,
+                "url": "http://localhost:16686/search?service=example-backend",
+            },
+        ],
+        "templating": {
+            "list": [
+                {
+                    "name": "model",
+                    "label": "model",
+                    "type": "query",
+                    "datasource": DS,
+                    "query": {"query": f"label_values({calls}, gen_ai_request_model)", "refId": "model"},
+                    "definition": f"label_values({calls}, gen_ai_request_model)",
+                    "refresh": 2,
+                    "multi": True,
+                    "includeAll": True,
+                    "allValue": ".*",
+                    "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+                    "sort": 1,
+                }
+            ]
+        },
+        "panels": d.panels,
+        "annotations": {"list": []},
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="fail if the JSON on disk is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is out of date: run python {Path(__file__).name}", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

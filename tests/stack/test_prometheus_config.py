@@ -1,0 +1,39 @@
+"""Prometheus configs pass `promtool check config` and scrape what the collector exposes."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, load_yaml, require_tool
+
+CONFIGS = ["deploy/prometheus/prometheus.yml", "deploy/prometheus/prometheus.scale-out.yml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_promtool_check_config(path: str) -> None:
+    promtool = require_tool("promtool")
+    result = subprocess.run(
+        [promtool, "check", "config", path], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_scrapes_the_collector_prometheus_exporter() -> None:
+    cfg: dict[str, Any] = load_yaml(ROOT / CONFIGS[0])
+    collector: dict[str, Any] = load_yaml(ROOT / "collector" / "otelcol.yaml")
+    port = collector["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1]
+    targets = [
+        t for job in cfg["scrape_configs"] for sc in job.get("static_configs", []) for t in sc["targets"]
+    ]
+    assert f"collector:{port}" in targets
+
+
+def test_scale_out_scrapes_every_gateway() -> None:
+    cfg: dict[str, Any] = load_yaml(ROOT / CONFIGS[1])
+    gateway: dict[str, Any] = load_yaml(ROOT / "collector" / "gateway.yaml")
+    port = int(gateway["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
+    sd = [sd for job in cfg["scrape_configs"] for sd in job.get("dns_sd_configs", [])]
+    assert any(s["names"] == ["otel-gateway"] and s["port"] == port for s in sd)
