@@ -28,10 +28,15 @@ _REQUEST_PARAMS = {
     "n": gen_ai.GEN_AI_REQUEST_CHOICE_COUNT,
 }
 
-# Known OpenAI-compatible hosts -> gen_ai.provider.name (semconv well-known values where they exist)
+# Known OpenAI-compatible hosts -> gen_ai.provider.name: the semconv well-known values (GenAiProviderNameValues:
+# azure.ai.openai, azure.ai.inference, deepseek, groq, mistral_ai, perplexity, x_ai, gcp.gemini,
+# gcp.vertex_ai, anthropic, cohere) where one exists, else a lowercase custom value. A host matches a
+# suffix exactly or after a "." or "-" (regional Vertex hosts: us-central1-aiplatform.googleapis.com).
 _PROVIDER_HOSTS = (
     ("openai.azure.com", "azure.ai.openai"),
+    ("cognitiveservices.azure.com", "azure.ai.openai"),
     ("services.ai.azure.com", "azure.ai.inference"),
+    ("models.inference.ai.azure.com", "azure.ai.inference"),
     ("api.deepseek.com", "deepseek"),
     ("api.groq.com", "groq"),
     ("api.mistral.ai", "mistral_ai"),
@@ -41,6 +46,10 @@ _PROVIDER_HOSTS = (
     ("api.perplexity.ai", "perplexity"),
     ("api.x.ai", "x_ai"),
     ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("api.anthropic.com", "anthropic"),
+    ("api.cohere.ai", "cohere"),
+    ("api.cohere.com", "cohere"),
 )
 _LOCAL_PORTS = {11434: "ollama", 8000: "vllm"}
 
@@ -84,6 +93,9 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
     encoding = kwargs.get("encoding_format")
     if isinstance(encoding, str):
         attributes[gen_ai.GEN_AI_REQUEST_ENCODING_FORMATS] = [encoding]
+    dimensions = kwargs.get("dimensions")
+    if operation == "embeddings" and isinstance(dimensions, int) and not isinstance(dimensions, bool):
+        attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
     return attributes
 
 
@@ -106,7 +118,7 @@ def provider_name(client_class: str, host: str, port: int | None) -> str:
         return "azure.ai.openai"
     host = host.lower()
     for suffix, name in _PROVIDER_HOSTS:
-        if host == suffix or host.endswith("." + suffix):
+        if host == suffix or host.endswith(("." + suffix, "-" + suffix)):
             return name
     if host in ("localhost", "127.0.0.1", "::1") and port in _LOCAL_PORTS:
         return _LOCAL_PORTS[port]
@@ -123,6 +135,14 @@ def response_attributes(result: Any) -> dict[str, Any]:
     if isinstance(model, str):
         attributes[gen_ai.GEN_AI_RESPONSE_MODEL] = model
     reasons = finish_reasons(getattr(result, "choices", None))
+    kind = getattr(result, "object", None)
+    if kind == "response":
+        status = getattr(result, "status", None)
+        reasons = [status] if isinstance(status, str) else reasons
+    elif kind == "list":
+        dimensions = embedding_dimensions(getattr(result, "data", None))
+        if dimensions:
+            attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
     if reasons:
         attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     fingerprint = getattr(result, "system_fingerprint", None)
@@ -133,6 +153,37 @@ def response_attributes(result: Any) -> dict[str, Any]:
         attributes[openai_attrs.OPENAI_RESPONSE_SERVICE_TIER] = tier
     attributes.update(usage_attributes(getattr(result, "usage", None)))
     return attributes
+
+
+def embedding_dimensions(data: Any) -> int | None:
+    """Length of the first vector of an embeddings response; the vectors themselves are never read."""
+    if not isinstance(data, list) or not data:
+        return None
+    vector = getattr(data[0], "embedding", None)
+    if isinstance(vector, list):
+        return len(vector)
+    if isinstance(vector, str):  # encoding_format="base64": little-endian float32s
+        return (len(vector) * 3 // 4 - len(vector) + len(vector.rstrip("="))) // 4
+    return None
+
+
+class ProviderStreamError(Exception):
+    """An error the provider reported *inside* a stream (a Responses ``error`` event or
+    ``response.failed``). Never raised: the caller gets the SDK's own event; this only carries the
+    provider's code and message to the operation span (``error.type``, status, exception event)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+
+
+def stream_error(item: Any) -> ProviderStreamError:
+    """The error a stream's error item (``ResponseError``, ``ResponseErrorEvent``...) describes."""
+    code = getattr(item, "code", None)
+    message = getattr(item, "message", None)
+    return ProviderStreamError(
+        code if isinstance(code, str) and code else "_OTHER", message if isinstance(message, str) else ""
+    )
 
 
 def finish_reasons(choices: Any) -> list[str]:
@@ -280,8 +331,8 @@ def error_category(exc: BaseException, status: Any, code: str | None, mid_stream
         return _CATEGORY_BY_STATUS.get(status, "other")
     if "Timeout" in name:
         return "timeout"
-    if mid_stream:
-        return "stream_error"
     if "Connection" in name or isinstance(exc, ConnectionError):
         return "connection"
+    if mid_stream:
+        return "stream_error"
     return "other"

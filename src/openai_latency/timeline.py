@@ -122,9 +122,14 @@ class Timeline:
         phases = [Phase("request_build", self.start_ns, min(first_send, end))]
         last_index = len(self.attempts) - 1
         for i, attempt in enumerate(self.attempts):
-            phases.append(_network_wait(attempt, i == last_index, end, http_subphases))
-            if i < len(self.backoffs):
-                phases.append(_backoff(self.backoffs[i]))
+            backoff = self.backoffs[i] if i < len(self.backoffs) else None
+            # A failed attempt lasts until the SDK decides to retry; the backoff until the next send
+            # (the retry's request rebuild is part of waiting to retry).
+            attempt_end = backoff.start_ns if backoff is not None and i < last_index else None
+            phases.append(_network_wait(attempt, i == last_index, end, http_subphases, attempt_end))
+            if backoff is not None:
+                next_start = self.attempts[i + 1].start_ns if i < last_index else 0
+                phases.append(_backoff(backoff, next_start))
         headers = self.headers_ns
         if headers:
             if self.streaming:
@@ -137,11 +142,13 @@ class Timeline:
         return phases
 
 
-def _network_wait(attempt: Attempt, is_last: bool, call_end: int, http_subphases: bool) -> Phase:
+def _network_wait(
+    attempt: Attempt, is_last: bool, call_end: int, http_subphases: bool, retry_decided: int | None
+) -> Phase:
     if is_last and attempt.headers_ns:
         end = attempt.headers_ns
     else:
-        end = attempt.end_ns or attempt.headers_ns or call_end
+        end = retry_decided or attempt.end_ns or attempt.headers_ns or call_end
     attributes: dict[str, Any] = {"http.request.resend_count": attempt.index}
     if attempt.status_code:
         attributes["http.response.status_code"] = attempt.status_code
@@ -156,42 +163,42 @@ def _network_wait(attempt: Attempt, is_last: bool, call_end: int, http_subphases
     return Phase("network_wait", attempt.start_ns, end, attributes, children)
 
 
-def _backoff(backoff: Backoff) -> Phase:
+def _backoff(backoff: Backoff, next_send: int) -> Phase:
     attributes: dict[str, Any] = {
         "openai_latency.retry.reason": backoff.reason,
         "openai_latency.retry.delay_source": backoff.delay_source,
     }
     if backoff.delay_s is not None:
         attributes["openai_latency.retry.delay"] = backoff.delay_s
-    return Phase("retry_backoff", backoff.start_ns, backoff.end_ns or backoff.start_ns, attributes)
+    end = next_send or backoff.end_ns or backoff.start_ns
+    return Phase("retry_backoff", backoff.start_ns, end, attributes)
 
 
 def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
-    """pool_wait, dns, connect, tls, send, server_wait from the attempt's httpcore trace events."""
+    """pool_wait, dns, connect, tls, send, server_wait from the attempt's httpcore trace events.
+
+    Each sub-phase starts where the previous one ended, so together they tile the network_wait:
+    httpcore's bookkeeping between two steps (microseconds, or a GC pause) counts to the next step.
+    """
     ev = attempt.event_ns
-    first_event = attempt.events[0][1]
-    out = [Phase("http.pool_wait", attempt.start_ns, first_event)]
+    out: list[Phase] = []
+    cursor = attempt.start_ns
 
-    connect_start = ev("connect_tcp.started")
-    if connect_start:
-        connect_end = ev("connect_tcp.complete") or ev("connect_tcp.failed") or end
+    def add(name: str, until: int) -> None:
+        nonlocal cursor
+        until = min(max(until, cursor), end)
+        out.append(Phase(name, cursor, until))
+        cursor = until
+
+    add("http.pool_wait", attempt.events[0][1])  # httpcore does not trace the pool: entry -> first event
+    if ev("connect_tcp.started"):
         if attempt.dns is not None:
-            dns_start, dns_end = attempt.dns
-            out.append(Phase("http.dns", connect_start, dns_end))
-            connect_start = dns_end
-        out.append(Phase("http.connect", connect_start, connect_end))
-    tls_start = ev("start_tls.started")
-    if tls_start:
-        out.append(Phase("http.tls", tls_start, ev("start_tls.complete") or ev("start_tls.failed") or end))
-
-    send_start = ev("send_connection_init.started") or ev("send_request_headers.started")
-    if send_start:
-        send_end = (
-            ev("send_request_body.complete")
-            or ev("send_request_body.failed")
-            or ev("send_request_headers.complete")
-            or end
-        )
-        out.append(Phase("http.send", send_start, send_end))
-        out.append(Phase("http.server_wait", send_end, ev("receive_response_headers.complete") or end))
+            add("http.dns", attempt.dns[1])
+        add("http.connect", ev("connect_tcp.complete") or ev("connect_tcp.failed") or end)
+    if ev("start_tls.started"):
+        add("http.tls", ev("start_tls.complete") or ev("start_tls.failed") or end)
+    if ev("send_connection_init.started") or ev("send_request_headers.started"):
+        body_sent = ev("send_request_body.complete") or ev("send_request_body.failed")
+        add("http.send", body_sent or ev("send_request_headers.complete") or end)
+        add("http.server_wait", ev("receive_response_headers.complete") or end)
     return out

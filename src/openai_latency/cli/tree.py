@@ -1,0 +1,91 @@
+"""Finished spans -> the indented tree with durations that the README draws."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+
+class SpanLike(Protocol):
+    name: str
+
+    @property
+    def start_time(self) -> int | None: ...
+    @property
+    def end_time(self) -> int | None: ...
+    @property
+    def attributes(self) -> Any: ...
+    @property
+    def context(self) -> Any: ...
+    @property
+    def parent(self) -> Any: ...
+
+
+# Attributes worth a glance next to each span, in this order.
+_SHOWN = (
+    "http.request.resend_count",
+    "http.response.status_code",
+    "error.type",
+    "openai_latency.connection.reused",
+    "openai_latency.retry.reason",
+    "openai_latency.retry.delay_source",
+    "openai_latency.stream.end_state",
+    "openai_latency.stream.chunks",
+    "openai_latency.stream.consumer_time",
+    "openai_latency.time_to_first_token",
+    "openai_latency.time_per_output_token",
+    "openai_latency.dominant_phase",
+)
+
+
+def format_duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 0.001:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds * 1_000_000:.0f} µs"
+
+
+def _duration(span: SpanLike) -> float:
+    return ((span.end_time or 0) - (span.start_time or 0)) / 1e9
+
+
+def _details(span: SpanLike) -> str:
+    attributes = span.attributes or {}
+    parts = []
+    for key in _SHOWN:
+        if key in attributes:
+            value = attributes[key]
+            if isinstance(value, float):
+                value = format_duration(value)
+            parts.append(f"{key.rsplit('.', 1)[-1]}={value}")
+    return "  ".join(parts)
+
+
+def render(spans: Iterable[SpanLike]) -> list[str]:
+    """One line per span, children indented under their parent, siblings by start time."""
+    ordered: Sequence[SpanLike] = sorted(spans, key=lambda s: s.start_time or 0)
+    ids = {s.context.span_id for s in ordered}
+    children: dict[int, list[SpanLike]] = {}
+    roots = []
+    for span in ordered:
+        parent = span.parent.span_id if span.parent is not None else None
+        if parent in ids:
+            children.setdefault(parent, []).append(span)
+        else:
+            roots.append(span)
+    width = 2 + max((len(s.name) for s in ordered), default=0) + 6
+    lines: list[str] = []
+
+    def walk(span: SpanLike, prefix: str, branch: str) -> None:
+        label = f"{prefix}{branch}{span.name}"
+        lines.append(f"{label:<{width}} {format_duration(_duration(span)):>9}   {_details(span)}".rstrip())
+        kids = children.get(span.context.span_id, [])
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            extension = "" if not branch else ("   " if branch == "└─ " else "│  ")
+            walk(kid, prefix + extension, "└─ " if last else "├─ ")
+
+    for root in roots:
+        walk(root, "", "")
+    return lines

@@ -1,0 +1,75 @@
+"""Shared fixtures: the real OTel SDK with in-memory exporters, the instrumentor, the fake server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.fake_server import FakeServer, SpawnedServer
+from tests.spans import Captured
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture(scope="session")
+def tracer_provider(span_exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    return provider
+
+
+@pytest.fixture
+def instrument(
+    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> Iterator[Callable[..., Captured]]:
+    """``instrument(**settings)`` -> a :class:`Captured` view of what the calls export.
+
+    Instruments with a fresh metric reader; uninstruments at teardown.
+    """
+    instrumentor = OpenAILatencyInstrumentor()
+
+    def setup(**settings: Any) -> Captured:
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+        reader = InMemoryMetricReader()
+        instrumentor.instrument(
+            tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader]), **settings
+        )
+        span_exporter.clear()
+        return Captured(span_exporter, reader)
+
+    yield setup
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+    span_exporter.clear()
+
+
+@pytest.fixture
+def captured(instrument: Callable[..., Captured]) -> Captured:
+    """Instrumented with default settings."""
+    return instrument()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[FakeServer]:
+    """In-process fake server (own thread and loop): for behaviour tests."""
+    with FakeServer() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def timing_server() -> Iterator[SpawnedServer]:
+    """Fake server in its own process, off the client's GIL: for timing tests."""
+    with FakeServer.spawn() as fake:
+        yield fake
