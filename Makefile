@@ -1,0 +1,47 @@
+# Two commands on a fresh machine (Python >= 3.10; nothing else needed):
+#   make demo   the embedded demo: real SDK calls against the built-in fake server, as span trees
+#   make test   everything CI checks: lint, the test suite on openai 3.x / 2.x / 1.x and legacy
+#               httpx, the observability-stack checks, and the openai SDK's own tests instrumented
+# Each target creates .venv and installs what it needs on first use.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit matrix peer stack-tools clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/openai-latency demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples deploy
+	$(VENV)/bin/ruff format --check src tests benchmarks examples deploy
+	$(VENV)/bin/mypy
+
+stack-tools: $(STAMP)
+	bash scripts/install-stack-tools.sh
+
+# One run of the suite in .venv (openai 3.x): the quick loop while developing.
+unit: $(STAMP) stack-tools
+	bash scripts/pytest.sh $(PY)
+
+# The suite on every SDK generation, each in its own environment under .venv-matrix/.
+matrix: stack-tools
+	PYTHON=$(PYTHON) bash scripts/test-matrix.sh
+
+peer: $(STAMP)
+	bash scripts/peer-suite.sh $(PY)
+
+test: lint matrix peer
+
+clean:
+	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache
