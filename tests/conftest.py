@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.fake_server import FakeServer, SpawnedServer
+from tests.otel_capture import full  # noqa: F401  (spans + metrics with exemplars + logs)
 from tests.spans import Captured
 
 

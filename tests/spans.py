@@ -20,7 +20,7 @@ class Captured:
     metric_reader: InMemoryMetricReader
 
     def spans(self) -> list[ReadableSpan]:
-        return sorted(self.exporter.get_finished_spans(), key=lambda s: (s.start_time or 0))
+        return sorted(self.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
 
     def operations(self) -> list[ReadableSpan]:
         """Spans that are not phases (the operation spans)."""
@@ -65,10 +65,20 @@ def duration_ns(span: ReadableSpan) -> int:
 
 
 def assert_close_ns(actual: int, expected: int, what: str, abs_ms: float = 3.0, rel: float = 0.03) -> None:
-    """Within ±abs_ms or ±rel of expected, whichever is larger (the issue's tolerance)."""
+    """Within ±abs_ms or ±rel of expected, whichever is larger (the issue's tolerance), for durations.
+
+    For two instants use :func:`assert_same_instant`: 3 % of a clock reading is no tolerance at all.
+    """
     tolerance = max(abs_ms * MS, rel * abs(expected))
     assert abs(actual - expected) <= tolerance, (
         f"{what}: {actual / MS:.3f} ms, expected {expected / MS:.3f} ms ± {tolerance / MS:.3f} ms"
+    )
+
+
+def assert_same_instant(client_ns: int, server_ns: int, what: str, abs_ms: float = 3.0) -> None:
+    """Two monotonic instants (client mark vs the server's log) within ±abs_ms of each other."""
+    assert abs(client_ns - server_ns) <= abs_ms * MS, (
+        f"{what}: the client's mark is {(client_ns - server_ns) / MS:+.3f} ms from the server's (±{abs_ms} ms)"
     )
 
 

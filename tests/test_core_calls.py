@@ -112,7 +112,9 @@ def test_with_streaming_response(captured: Captured, server: Any) -> None:
     assert chunks
     _one(captured, STREAM_PHASES, stream=True)
     captured.clear()
-    with client.chat.completions.with_streaming_response.create(model="gpt-4o-mini", messages=MESSAGES) as response:
+    with client.chat.completions.with_streaming_response.create(
+        model="gpt-4o-mini", messages=MESSAGES
+    ) as response:
         assert response.parse().choices
     _one(captured, READ_PHASES, stream=False)
 

@@ -59,7 +59,9 @@ def test_http_errors(instrument: Callable[..., Captured], server: Any, error: st
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
 
     def call() -> Any:
-        return client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-error": error})
+        return client.chat.completions.create(
+            model="m", messages=MESSAGES, extra_headers={"x-fake-error": error}
+        )
 
     baseline = _outcome(call)  # not instrumented yet
     captured = instrument()
@@ -82,13 +84,15 @@ def test_read_timeout(instrument: Callable[..., Captured], server: Any) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=0.2)
 
     def call() -> Any:
-        return client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": "1000"})
+        return client.chat.completions.create(
+            model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": "1000"}
+        )
 
     baseline = _outcome(call)
     captured = instrument()
     assert _outcome(call) == baseline
     assert baseline[0] is openai.APITimeoutError
-    a = _check(captured, "openai.APITimeoutError", "timeout", None)
+    _check(captured, "openai.APITimeoutError", "timeout", None)
     network_wait = captured.phases()[1]
     assert network_wait.name == "openai.network_wait"
     assert attrs(network_wait)["error.type"].endswith("ReadTimeout")
@@ -111,7 +115,9 @@ def test_async_http_error(captured: Captured, server: Any) -> None:
     client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
     with pytest.raises(openai.NotFoundError):
         asyncio.run(
-            client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-error": "model_not_found"})
+            client.chat.completions.create(
+                model="m", messages=MESSAGES, extra_headers={"x-fake-error": "model_not_found"}
+            )
         )
     _check(captured, "model_not_found", "not_found", 404)
 
@@ -129,7 +135,9 @@ def test_sdk_exception_is_the_same_object(captured: Captured, server: Any) -> No
 
     client._make_status_error_from_response = spy  # type: ignore[method-assign]
     with pytest.raises(openai.APIStatusError) as raised:
-        client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-error": "server_error"})
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, extra_headers={"x-fake-error": "server_error"}
+        )
     assert seen and raised.value is seen[0]
 
 
@@ -138,3 +146,16 @@ def test_argument_errors_stay_at_call_time_for_async(captured: Captured, server:
     with pytest.raises(TypeError):
         client.chat.completions.create(model="m", messages=MESSAGES, no_such_argument=1)  # type: ignore[call-overload]
     assert captured.operations() == []
+
+
+def test_stream_request_that_fails_before_streaming(captured: Captured, server: Any) -> None:
+    """A 400 to a stream=True call never became a stream: it reads an error body, nothing streams."""
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, extra_headers={"x-fake-error": "context_length_exceeded"}
+        )
+    a = _check(captured, "context_length_exceeded", "context_length", 400)
+    assert captured.phase_names() == ["openai.request_build", "openai.network_wait", "openai.response_read"]
+    assert a["gen_ai.request.stream"] is True
+    assert not any(key.startswith("openai_latency.stream.") for key in a)

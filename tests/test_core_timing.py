@@ -7,6 +7,7 @@ timeline, when it sent the headers and each chunk.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -14,11 +15,26 @@ import openai
 import pytest
 
 from openai_latency.fake_server import RequestRecord
-from tests.spans import MS, Captured, assert_close_ns, assert_tiles, attrs, duration_ns, end_mono, start_mono
+from tests.spans import (
+    MS,
+    Captured,
+    assert_close_ns,
+    assert_same_instant,
+    assert_tiles,
+    attrs,
+    duration_ns,
+    end_mono,
+    start_mono,
+)
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 # 200 ms before headers, a role-only chunk, the first content 50 ms later, then 10 more at 20 ms each
-STREAM_SCRIPT = {"x-fake-delay-ms": "200", "x-fake-ttft-ms": "50", "x-fake-chunks": "11", "x-fake-chunk-delay-ms": "20"}
+STREAM_SCRIPT = {
+    "x-fake-delay-ms": "200",
+    "x-fake-ttft-ms": "50",
+    "x-fake-chunks": "11",
+    "x-fake-chunk-delay-ms": "20",
+}
 
 
 def _record(timing_server: Any, op_attrs: dict[str, Any]) -> RequestRecord:
@@ -30,12 +46,14 @@ def _record(timing_server: Any, op_attrs: dict[str, Any]) -> RequestRecord:
 def _check_network_wait(captured: Captured, network_wait: Any, record: RequestRecord) -> None:
     """network_wait = the client's own send work, then exactly the server's wait, to its headers."""
     assert record.headers_sent_ns is not None
-    assert_close_ns(end_mono(network_wait), record.headers_sent_ns, "headers received")
+    assert_same_instant(end_mono(network_wait), record.headers_sent_ns, "headers received")
     assert start_mono(network_wait) <= record.received_ns
     client_side = sum(
         duration_ns(s) for s in captured.children(network_wait) if s.name in ("http.pool_wait", "http.send")
     )
-    assert_close_ns(record.received_ns - start_mono(network_wait), client_side, "send before the server has it")
+    assert_close_ns(
+        record.received_ns - start_mono(network_wait), client_side, "send before the server has it"
+    )
     assert_close_ns(
         duration_ns(network_wait) - client_side, record.headers_sent_ns - record.received_ns, "server's wait"
     )
@@ -57,12 +75,16 @@ def _check_stream_phases(captured: Captured, record: RequestRecord) -> None:
     # the server's side of each phase
     _check_network_wait(captured, phases["openai.network_wait"], record)
     assert_close_ns(
-        duration_ns(phases["openai.first_token"]), record.first_content_ns - record.headers_sent_ns, "first_token"
+        duration_ns(phases["openai.first_token"]),
+        record.first_content_ns - record.headers_sent_ns,
+        "first_token",
     )
-    assert_close_ns(duration_ns(phases["openai.stream_drain"]), done_ns - record.first_content_ns, "stream_drain")
+    assert_close_ns(
+        duration_ns(phases["openai.stream_drain"]), done_ns - record.first_content_ns, "stream_drain"
+    )
     # and the absolute boundaries: the client sees each event just after the server sent it
-    assert_close_ns(end_mono(phases["openai.first_token"]), record.first_content_ns, "first output chunk")
-    assert_close_ns(end_mono(op), done_ns, "stream end")
+    assert_same_instant(end_mono(phases["openai.first_token"]), record.first_content_ns, "first output chunk")
+    assert_same_instant(end_mono(op), done_ns, "stream end")
     # the script ran (how exactly the server slept is the scheduler's business, not ours)
     assert record.headers_sent_ns - record.received_ns >= 200 * MS
     assert done_ns - record.first_content_ns >= 200 * MS
@@ -133,12 +155,16 @@ def test_non_stream_network_wait_and_response_read(captured: Captured, timing_se
     assert record.headers_sent_ns - record.received_ns >= 200 * MS
     assert body_ns - record.headers_sent_ns >= 100 * MS
     _check_network_wait(captured, phases["openai.network_wait"], record)
-    assert_close_ns(duration_ns(phases["openai.response_read"]), body_ns - record.headers_sent_ns, "response_read")
+    assert_close_ns(
+        duration_ns(phases["openai.response_read"]), body_ns - record.headers_sent_ns, "response_read"
+    )
     assert_tiles(op, captured.phases(op))
     a = attrs(op)
     assert a["gen_ai.usage.output_tokens"] == completion.usage.completion_tokens
     assert a["gen_ai.response.id"] == completion.id
-    assert a["openai_latency.phase.network_wait"] == pytest.approx(duration_ns(phases["openai.network_wait"]) / 1e9)
+    assert a["openai_latency.phase.network_wait"] == pytest.approx(
+        duration_ns(phases["openai.network_wait"]) / 1e9
+    )
 
 
 def test_consumer_time_is_not_server_time(captured: Captured, timing_server: Any) -> None:
@@ -149,26 +175,33 @@ def test_consumer_time_is_not_server_time(captured: Captured, timing_server: Any
     for server_ms in (60, 20):
         captured.clear()
         script = {"x-fake-ttft-ms": "50", "x-fake-chunks": "8", "x-fake-chunk-delay-ms": str(server_ms)}
-        stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=script)
+        stream = client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, extra_headers=script
+        )
         for _chunk in stream:
             time.sleep(0.030)
         a = attrs(captured.operation())
         record = _record(timing_server, a)
         content = record.content_event_ns
         server_pace = (content[-1] - content[0]) // (len(content) - 1)
-        results[server_ms] = (a, server_pace, max(b - a for a, b in zip(content, content[1:])))
+        results[server_ms] = (a, server_pace, max(b - a for a, b in itertools.pairwise(content)))
         chunks = a["openai_latency.stream.chunks"]
         # every hand-over was followed by 30 ms of the caller's own work
         assert a["openai_latency.stream.consumer_time"] == pytest.approx(0.030 * chunks, rel=0.15)
 
     slow_server, pace, server_max_gap = results[60]
-    assert_close_ns(round(slow_server["openai_latency.time_per_output_token"] * 1e9), pace, "tpot at server pace")
+    assert_close_ns(
+        round(slow_server["openai_latency.time_per_output_token"] * 1e9), pace, "tpot at server pace"
+    )
     assert_close_ns(round(slow_server["openai_latency.stream.max_gap"] * 1e9), server_max_gap, "max gap")
     fast_server, pace, _ = results[20]
     # The server is ahead of the caller: chunks wait in the socket buffer and their arrival times are
     # unknown. The caller's 30 ms must not be reported as server time, so no per-token figure at all.
     assert "openai_latency.time_per_output_token" not in fast_server
-    assert fast_server["openai_latency.stream.buffered_chunks"] >= fast_server["openai_latency.stream.chunks"] - 4
+    assert (
+        fast_server["openai_latency.stream.buffered_chunks"]
+        >= fast_server["openai_latency.stream.chunks"] - 4
+    )
     assert fast_server["openai_latency.stream.max_gap"] * 1e9 <= 60 * MS  # never the caller's pace summed up
 
 
@@ -197,9 +230,9 @@ def test_retry_after_429_shows_both_attempts_and_the_backoff(
     script = {"x-fake-fail-attempts": "1", "x-fake-fail-status": "429", "x-fake-retry-after-ms": "200"}
     kwargs: dict[str, Any] = {"model": "gpt-4o-mini", "messages": MESSAGES, "extra_headers": script}
     if mode == "sync":
-        openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test", max_retries=2).chat.completions.create(
-            **kwargs
-        )
+        openai.OpenAI(
+            base_url=timing_server.base_url, api_key="sk-test", max_retries=2
+        ).chat.completions.create(**kwargs)
     else:
         client = openai.AsyncOpenAI(base_url=timing_server.base_url, api_key="sk-test", max_retries=2)
         asyncio.run(client.chat.completions.create(**kwargs))
@@ -228,3 +261,30 @@ def test_retry_after_429_shows_both_attempts_and_the_backoff(
     assert a["http.response.status_code"] == 200
     assert a["openai_latency.phase.retry_backoff"] == pytest.approx(duration_ns(backoff) / 1e9)
     assert_tiles(op, phases)
+
+
+def test_stall_event_for_a_long_server_gap(instrument: Any, timing_server: Any) -> None:
+    captured = instrument(stall_threshold=0.15)
+    client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
+    # every chunk is waited for (50 ms apart), so each arrival time, and the stall, is observed exactly
+    script = {
+        "x-fake-ttft-ms": "50",
+        "x-fake-chunks": "5",
+        "x-fake-chunk-delay-ms": "50",
+        "x-fake-stall-after": "2",
+        "x-fake-stall-ms": "300",
+    }
+    for _chunk in client.chat.completions.create(
+        model="m", messages=MESSAGES, stream=True, extra_headers=script
+    ):
+        pass
+    op = captured.operation()
+    stalls = [e for e in op.events if e.name == "openai_latency.stream.stall"]
+    assert len(stalls) == 1
+    record = _record(timing_server, attrs(op))
+    content = record.content_event_ns
+    server_gap = max(b - a for a, b in itertools.pairwise(content))
+    event = dict(stalls[0].attributes or {})
+    assert_close_ns(round(event["openai_latency.stall.gap"] * 1e9), server_gap, "stall gap")
+    assert event["openai_latency.stall.chunk_index"] == 3  # 0-based: role, tok0, tok1, then the stalled tok2
+    assert_close_ns(round(attrs(op)["openai_latency.stream.max_gap"] * 1e9), server_gap, "max gap")

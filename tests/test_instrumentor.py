@@ -43,21 +43,29 @@ def test_uninstrument_leaves_no_wrapper(instrument: Callable[..., Captured]) -> 
     instrument()
     assert all(isinstance(vars(owner)[name], wrapt.FunctionWrapper) for owner, name in targets)
     OpenAILatencyInstrumentor().uninstrument()
-    leftovers = [f"{owner.__name__}.{name}" for owner, name in targets if isinstance(vars(owner)[name], wrapt.FunctionWrapper)]
+    leftovers = [
+        f"{owner.__name__}.{name}"
+        for owner, name in targets
+        if isinstance(vars(owner)[name], wrapt.FunctionWrapper)
+    ]
     assert leftovers == []
 
 
 def test_instrument_twice_is_harmless(instrument: Callable[..., Captured], server: Any) -> None:
     captured = instrument()
     OpenAILatencyInstrumentor().instrument()  # the singleton warns and does nothing
-    openai.OpenAI(base_url=server.base_url, api_key="sk-test").chat.completions.create(model="m", messages=MESSAGES)
+    openai.OpenAI(base_url=server.base_url, api_key="sk-test").chat.completions.create(
+        model="m", messages=MESSAGES
+    )
     assert len(captured.operations()) == 1
 
 
 def test_no_telemetry_after_uninstrument(instrument: Callable[..., Captured], server: Any) -> None:
     captured = instrument()
     OpenAILatencyInstrumentor().uninstrument()
-    openai.OpenAI(base_url=server.base_url, api_key="sk-test").chat.completions.create(model="m", messages=MESSAGES)
+    openai.OpenAI(base_url=server.base_url, api_key="sk-test").chat.completions.create(
+        model="m", messages=MESSAGES
+    )
     assert captured.spans() == []
 
 
@@ -174,7 +182,12 @@ def test_opentelemetry_instrument_command(tmp_path: Path) -> None:
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "",
     }
     out = subprocess.run(
-        [str(command), sys.executable, str(app)], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+        [str(command), sys.executable, str(app)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     assert "sk-secret-key-never-exported" not in out.stdout
@@ -192,7 +205,13 @@ def test_opentelemetry_instrument_command(tmp_path: Path) -> None:
         "openai.stream_drain",
     ]
     assert sorted(by_parent[retried_op["context"]["span_id"]]) == sorted(
-        ["openai.request_build", "openai.network_wait", "openai.retry_backoff", "openai.network_wait", "openai.response_read"]
+        [
+            "openai.request_build",
+            "openai.network_wait",
+            "openai.retry_backoff",
+            "openai.network_wait",
+            "openai.response_read",
+        ]
     )
     assert retried_op["attributes"]["openai_latency.attempts"] == 2
     assert {s["context"]["trace_id"] for s in spans if s["name"].startswith("openai.")} <= {

@@ -6,6 +6,7 @@ serves openai 1.x to 3.x, and nothing here ever records keys, auth headers, cook
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -28,9 +29,9 @@ _REQUEST_PARAMS = {
     "n": gen_ai.GEN_AI_REQUEST_CHOICE_COUNT,
 }
 
-# Known OpenAI-compatible hosts -> gen_ai.provider.name: the semconv well-known values (GenAiProviderNameValues:
-# azure.ai.openai, azure.ai.inference, deepseek, groq, mistral_ai, perplexity, x_ai, gcp.gemini,
-# gcp.vertex_ai, anthropic, cohere) where one exists, else a lowercase custom value. A host matches a
+# Known OpenAI-compatible hosts -> gen_ai.provider.name: the semconv well-known value where one exists
+# (GenAiProviderNameValues: azure.ai.openai, azure.ai.inference, deepseek, groq, mistral_ai, perplexity,
+# x_ai, gcp.gemini, gcp.vertex_ai, anthropic, cohere), else a lowercase custom value. A host matches a
 # suffix exactly or after a "." or "-" (regional Vertex hosts: us-central1-aiplatform.googleapis.com).
 _PROVIDER_HOSTS = (
     ("openai.azure.com", "azure.ai.openai"),
@@ -113,6 +114,7 @@ def client_attributes(client: Any) -> dict[str, Any]:
     return attributes
 
 
+@functools.lru_cache(maxsize=256)
 def provider_name(client_class: str, host: str, port: int | None) -> str:
     if "Azure" in client_class:
         return "azure.ai.openai"
@@ -203,7 +205,9 @@ def usage_attributes(usage: Any) -> dict[str, Any]:
         attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     if output_tokens is not None:
         attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    input_details = getattr(usage, "prompt_tokens_details", None) or getattr(usage, "input_tokens_details", None)
+    input_details = getattr(usage, "prompt_tokens_details", None) or getattr(
+        usage, "input_tokens_details", None
+    )
     cached = _first_int(input_details, "cached_tokens")
     if cached is not None:
         attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
@@ -319,6 +323,12 @@ def error_attributes(exc: BaseException, *, mid_stream: bool = False) -> dict[st
     return attributes
 
 
+# httpx/httpx2 transport errors that older SDKs let through mid-stream unwrapped
+_TRANSPORT_ERRORS = frozenset(
+    {"ConnectError", "ReadError", "WriteError", "NetworkError", "RemoteProtocolError", "LocalProtocolError"}
+)
+
+
 def error_category(exc: BaseException, status: Any, code: str | None, mid_stream: bool) -> str:
     name = type(exc).__name__
     if name == "CancelledError":
@@ -331,7 +341,7 @@ def error_category(exc: BaseException, status: Any, code: str | None, mid_stream
         return _CATEGORY_BY_STATUS.get(status, "other")
     if "Timeout" in name:
         return "timeout"
-    if "Connection" in name or isinstance(exc, ConnectionError):
+    if name in _TRANSPORT_ERRORS or "Connection" in name or isinstance(exc, ConnectionError):
         return "connection"
     if mid_stream:
         return "stream_error"

@@ -78,7 +78,11 @@ def _positive_int(raw: str) -> int:
 
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "phase_spans": ("OPENAI_LATENCY_PHASE_SPANS", _choice(PHASE_SPANS_MODES), "|".join(PHASE_SPANS_MODES)),
-    "stream_usage": ("OPENAI_LATENCY_STREAM_USAGE", _choice(STREAM_USAGE_MODES), "|".join(STREAM_USAGE_MODES)),
+    "stream_usage": (
+        "OPENAI_LATENCY_STREAM_USAGE",
+        _choice(STREAM_USAGE_MODES),
+        "|".join(STREAM_USAGE_MODES),
+    ),
     "stall_threshold": ("OPENAI_LATENCY_STALL_THRESHOLD", _positive_float, "a number of seconds > 0"),
     "trace_dns": ("OPENAI_LATENCY_TRACE_DNS", _bool, "true|false"),
     "propagate": ("OPENAI_LATENCY_PROPAGATE", _bool, "true|false"),
@@ -91,7 +95,9 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
 }
 
 
-def load_settings(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
     """Builds settings from ``environ`` (default ``os.environ``), then ``overrides`` (instrument kwargs).
 
     Unknown override keys are ignored here (BaseInstrumentor passes its own, e.g. tracer_provider).

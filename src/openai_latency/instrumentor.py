@@ -12,10 +12,11 @@ from collections.abc import Collection
 from typing import Any
 
 import wrapt
-from opentelemetry import metrics, trace
+from opentelemetry import _logs, metrics, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
+from . import dns, legacy_send
 from .config import load_settings
 from .metrics import Metrics
 from .operation import Telemetry
@@ -69,8 +70,9 @@ def _patch_table(hooks: Hooks) -> list[tuple[str, str, Wrapper]]:
 class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Phase-level latency spans and metrics for every OpenAI SDK call.
 
-    ``instrument(tracer_provider=..., meter_provider=..., phase_spans=..., stall_threshold=...,
-    stream_usage=..., trace_dns=..., propagate=..., capture_content=..., content_max_length=...)``;
+    ``instrument(tracer_provider=..., meter_provider=..., logger_provider=..., phase_spans=...,
+    stall_threshold=..., stream_usage=..., trace_dns=..., propagate=..., capture_content=...,
+    content_max_length=...)``;
     each setting also reads its environment variable (see README).
     """
 
@@ -87,7 +89,11 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         meter = metrics.get_meter(
             "openai_latency", __version__, meter_provider=kwargs.get("meter_provider"), schema_url=SCHEMA_URL
         )
-        hooks = Hooks(Telemetry(tracer=tracer, metrics=Metrics(meter), settings=settings))
+        logger = None
+        if settings.capture_content in ("event_only", "span_and_event"):
+            provider = kwargs.get("logger_provider")
+            logger = _logs.get_logger("openai_latency", __version__, provider, SCHEMA_URL)
+        hooks = Hooks(Telemetry(tracer=tracer, metrics=Metrics(meter), settings=settings, logger=logger))
         self._patched = []
         for module_name, path, wrapper in _patch_table(hooks):
             owner = _resolve_owner(module_name, path)
@@ -95,8 +101,13 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 continue
             wrapt.wrap_function_wrapper(owner, path.rsplit(".", 1)[1], wrapper)
             self._patched.append((owner, path.rsplit(".", 1)[1]))
+        if settings.trace_dns:
+            self._patched += dns.install()
+        if legacy_send.needed(importlib.import_module("openai._base_client")):
+            legacy_send.install(hooks)  # openai < 2.31: attempts are bracketed at httpx's send
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        legacy_send.uninstall()
         for owner, attribute in reversed(getattr(self, "_patched", [])):
             unwrap(owner, attribute)
         self._patched = []

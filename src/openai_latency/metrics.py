@@ -13,25 +13,13 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.metrics import Meter
 
-# Explicit bucket advice of the GenAI semantic conventions (client metrics).
+# Explicit bucket advice of the GenAI semantic conventions (docs/gen-ai/gen-ai-metrics.md).
+# Client metrics: operation.duration, time_to_first_chunk and time_per_output_chunk share one set.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-TOKEN_BUCKETS = (
-    1,
-    4,
-    16,
-    64,
-    256,
-    1024,
-    4096,
-    16384,
-    65536,
-    262144,
-    1048576,
-    4194304,
-    16777216,
-    67108864,
-)
-TIME_TO_FIRST_CHUNK_BUCKETS = (
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+# Our own time_to_first_token / time_per_output_token reuse the advice of their server-side twins
+# (gen_ai.server.time_to_first_token, gen_ai.server.time_per_output_token).
+TIME_TO_FIRST_TOKEN_BUCKETS = (
     0.001,
     0.005,
     0.01,
@@ -49,7 +37,9 @@ TIME_TO_FIRST_CHUNK_BUCKETS = (
     7.5,
     10.0,
 )
-TIME_PER_CHUNK_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TIME_PER_OUTPUT_TOKEN_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+# Phases (and http.* sub-phases) go down to fractions of a millisecond: finer low end, same top.
+PHASE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, *DURATION_BUCKETS)
 
 # Span attributes that metric points may carry (DESIGN §4: never ids, never content).
 METRIC_ATTRIBUTES = (
@@ -99,31 +89,31 @@ class Metrics:
             "gen_ai.client.operation.time_to_first_chunk",
             unit="s",
             description="Time from the start of the call to the first chunk of the response stream.",
-            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_CHUNK_BUCKETS,
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.time_per_output_chunk = histogram(
             "gen_ai.client.operation.time_per_output_chunk",
             unit="s",
             description="Server-side time between two chunks (the caller's own time excluded).",
-            explicit_bucket_boundaries_advisory=TIME_PER_CHUNK_BUCKETS,
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.time_to_first_token = histogram(
             "openai_latency.time_to_first_token",
             unit="s",
-            description="Time from the start of the call to the first output-bearing chunk, caller time excluded.",
-            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_CHUNK_BUCKETS,
+            description="Call start to the first output-bearing chunk, caller time excluded.",
+            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_TOKEN_BUCKETS,
         )
         self.time_per_output_token = histogram(
             "openai_latency.time_per_output_token",
             unit="s",
             description="Server-side time per output token after the first.",
-            explicit_bucket_boundaries_advisory=TIME_PER_CHUNK_BUCKETS,
+            explicit_bucket_boundaries_advisory=TIME_PER_OUTPUT_TOKEN_BUCKETS,
         )
         self.phase_duration = histogram(
             "openai_latency.phase.duration",
             unit="s",
             description="Duration of one phase of a call (attribute openai_latency.phase).",
-            explicit_bucket_boundaries_advisory=(0.0005, 0.001, 0.0025, *DURATION_BUCKETS),
+            explicit_bucket_boundaries_advisory=PHASE_BUCKETS,
         )
         self.retries = meter.create_counter(
             "openai_latency.retries",

@@ -7,18 +7,23 @@ metric points in one go.
 
 from __future__ import annotations
 
+import asyncio
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as attrs
-from ._guard import guarded
+from ._guard import guarded, report
 from .config import Settings
 from .metrics import Measurements, Metrics
 from .timeline import PHASE_NAMES, Phase, Timeline, clock, to_epoch_ns
+
+if TYPE_CHECKING:
+    from .content import ContentCapture
 
 _NS = 1e-9
 
@@ -30,6 +35,8 @@ class Telemetry:
     tracer: Tracer
     metrics: Metrics | None
     settings: Settings
+    logger: Any = None
+    """OTel Logs API logger for the content event; None unless content capture asks for events."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,11 @@ class StreamStats:
     consumer_before_output_ns: int = 0
     max_gap_ns: int = 0
     first_chunk_ns: int = 0
-    wait_at_first_output_ns: int = 0
-    wait_at_last_output_ns: int = 0
+    buffered_chunks: int = 0
+    """Chunks that were already there when asked for: the server was ahead of the caller."""
+    output_gap_ns: int = 0
+    output_gaps: int = 0
+    """Observed server-side gaps between output chunks (arrival to arrival), sum and count."""
     last_activity_ns: int = 0
     gaps: array[int] = field(default_factory=lambda: array("q"))
     stalls: list[tuple[int, int, int]] | None = None
@@ -79,11 +89,15 @@ class Operation:
         self.telemetry = telemetry
         self.kind = kind
         self.attributes = attributes
-        self.timeline = Timeline(start_ns=start_ns, streaming=attributes.get("gen_ai.request.stream") is True)
+        self.timeline = Timeline(start_ns=start_ns)  # streaming once the SDK hands out a stream
         self.stream = StreamStats()
         self.result_attributes: dict[str, Any] = {}
         self.stall_threshold_ns = int(telemetry.settings.stall_threshold * 1e9)
         self._unfinished = [True]
+        self._span_ended = False
+        self.usage_injected = False
+        """We added ``stream_options.include_usage``: the usage-only chunk is hidden from the caller."""
+        self.content: ContentCapture | None = None
         self.span: Span = telemetry.tracer.start_span(
             span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=to_epoch_ns(start_ns)
         )
@@ -104,8 +118,12 @@ class Operation:
         if streaming:
             self.timeline.streaming = True
             return
-        self.result_attributes = attrs.response_attributes(result)
-        self.finish(end_ns=now)
+        try:
+            self.result_attributes = attrs.response_attributes(result)
+            if self.content is not None:
+                self.content.result = result
+        finally:
+            self.finish(end_ns=now)
 
     @guarded()
     def failed(self, exc: BaseException) -> None:
@@ -121,13 +139,24 @@ class Operation:
         except IndexError:
             return
         self._finish(end_ns, error, end_state)
+        if not self._span_ended:  # _finish failed half-way (and reported it): still end the span
+            try:
+                self.span.end(end_time=to_epoch_ns(end_ns))
+            except Exception:
+                report("Operation.finish")
 
     @guarded()
     def _finish(self, end_ns: int, error: BaseException | None, end_state: str | None) -> None:
+        if error is not None and isinstance(error, asyncio.CancelledError):
+            end_state = "cancelled"
         timeline = self.timeline
         timeline.end_ns = end_ns
+        if error is None and self.stream.error_item is not None:
+            # The provider reported an error inside the stream (Responses `error` / `response.failed`).
+            error, end_state = attrs.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
-        phases = timeline.phases(settings.http_subphases)
+        # Metrics get the http.* sub-phases whatever the span detail (phase_spans only shapes traces).
+        phases = timeline.phases(settings.http_subphases or self.telemetry.metrics is not None)
         summary = dict(self.result_attributes)
         summary.update(self._summary(phases))
         if timeline.streaming:
@@ -144,7 +173,10 @@ class Operation:
             span.record_exception(error)
         elif error is not None:
             span.set_status(Status(StatusCode.UNSET))
+        if self.content is not None:
+            self.content.emit(self, end_ns, summary)
         span.end(end_time=to_epoch_ns(end_ns))
+        self._span_ended = True
         metrics = self.telemetry.metrics
         if metrics is not None:
             metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
@@ -187,6 +219,7 @@ class Operation:
             "openai_latency.stream.wait_time": st.wait_ns * _NS,
             "openai_latency.stream.consumer_time": st.consumer_ns * _NS,
             "openai_latency.stream.max_gap": st.max_gap_ns * _NS,
+            "openai_latency.stream.buffered_chunks": st.buffered_chunks,
         }
         if st.first_chunk_ns:
             out["gen_ai.response.time_to_first_chunk"] = (st.first_chunk_ns - start) * _NS
@@ -204,8 +237,9 @@ class Operation:
         if output_tokens is None and st.output_chunks:
             output_tokens = st.output_chunks
             out["openai_latency.usage.estimated"] = True
-        if output_tokens and output_tokens > 1 and st.output_chunks > 1:
-            span_ns = st.wait_at_last_output_ns - st.wait_at_first_output_ns
+        if output_tokens and output_tokens > 1 and st.output_gaps:
+            # server time from the first to the last output chunk, from the gaps that were observed
+            span_ns = st.output_gap_ns / st.output_gaps * (st.output_chunks - 1)
             out["openai_latency.time_per_output_token"] = span_ns * _NS / (output_tokens - 1)
         return out
 
@@ -232,9 +266,13 @@ class Operation:
     def _measurements(self, phases: list[Phase], attributes: dict[str, Any]) -> Measurements:
         st = self.stream
         flat: list[tuple[str, float]] = []
+        detailed = self.telemetry.settings.http_subphases
         for phase in phases:
             flat.append((phase.name, phase.duration_ns * _NS))
-            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
+            if detailed:  # http.* points follow the http.* spans: each metric point costs ~as much as a span
+                flat.extend(
+                    (child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children
+                )
         retried = [a.error_type or str(a.status_code or "_OTHER") for a in self.timeline.attempts[:-1]]
         streaming = self.timeline.streaming
         return Measurements(
@@ -246,9 +284,21 @@ class Operation:
             time_to_first_chunk=attributes.get("gen_ai.response.time_to_first_chunk") if streaming else None,
             time_to_first_token=attributes.get("openai_latency.time_to_first_token") if streaming else None,
             time_per_output_token=attributes.get("openai_latency.time_per_output_token"),
-            chunk_gaps=[gap * _NS for gap in st.gaps],
+            chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)],
             retries=retried,
         )
+
+
+MAX_GAP_POINTS = 8
+"""time_per_output_chunk points per stream at most: one histogram point costs several µs, so one
+per chunk would break the per-chunk budget on long streams; an evenly spread sample keeps the shape."""
+
+
+def _spread_sample(values: Sequence[int], limit: int) -> Sequence[int]:
+    count = len(values)
+    if count <= limit:
+        return values
+    return [values[(i * count) // limit] for i in range(limit)]
 
 
 def _emit(tracer: Tracer, parent: Any, span_name: str, phase_name: str, phase: Phase) -> Span:

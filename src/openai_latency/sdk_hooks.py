@@ -24,7 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
 from . import attributes as attrs
-from . import http_trace
+from . import content, http_trace, stream_usage
 from ._guard import guarded
 from .operation import Operation, OperationKind, Telemetry
 from .streams import traced_async_stream, traced_stream
@@ -44,6 +44,8 @@ class Hooks:
     def __init__(self, telemetry: Telemetry) -> None:
         self.telemetry = telemetry
         self.settings = telemetry.settings
+        self.inject_usage = telemetry.settings.stream_usage == "inject"
+        self.capture_content = telemetry.settings.capture_content != "no_content"
 
     # --- operations ---------------------------------------------------------------------------
 
@@ -54,7 +56,10 @@ class Hooks:
         attributes.update(attrs.client_attributes(client))
         model = attributes.get("gen_ai.request.model")
         name = f"{kind.operation} {model}" if model else kind.operation
-        return Operation(self.telemetry, kind, name, attributes, start_ns)
+        op = Operation(self.telemetry, kind, name, attributes, start_ns)
+        if self.capture_content:
+            op.content = content.capture_request(self.telemetry, kind, kwargs)
+        return op
 
     @guarded()
     def start_fallback(self, client: Any, options: Any, stream: bool) -> Operation | None:
@@ -76,7 +81,10 @@ class Hooks:
         else:
             model = attributes.get("gen_ai.request.model")
             name = f"{kind.operation} {model}" if model else kind.operation
-        return Operation(self.telemetry, kind, name, attributes, start_ns)
+        op = Operation(self.telemetry, kind, name, attributes, start_ns)
+        if self.capture_content:
+            op.content = content.capture_request(self.telemetry, kind, kwargs)
+        return op
 
     def run_sync(self, op: Operation, wrapped: Callable[..., Any], args: Any, kwargs: Any, stream: bool) -> Any:
         token = CURRENT.set(op)
@@ -122,23 +130,34 @@ class Hooks:
             op = self.start(kind, getattr(instance, "_client", None), kwargs)
             if op is None:
                 return wrapped(*args, **kwargs)
+            if self.inject_usage:
+                injected = stream_usage.with_usage(kind, kwargs)
+                if injected is not None:
+                    kwargs, op.usage_injected = injected, True
             return self.run_sync(op, wrapped, args, kwargs, kwargs.get("stream") is True)
 
         return wrapper
 
     def async_operation(self, kind: OperationKind) -> Wrapper:
         def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-            coro = wrapped(*args, **kwargs)  # argument errors stay raised at call time
+            injected = None
+            if self.inject_usage and CURRENT.get() is None:
+                injected = stream_usage.with_usage(kind, kwargs)
+            # argument errors stay raised at call time
+            coro = wrapped(*args, **(kwargs if injected is None else injected))
             if CURRENT.get() is not None:
                 return coro
-            return self._await_operation(kind, instance, kwargs, coro)
+            return self._await_operation(kind, instance, kwargs, coro, injected is not None)
 
         return wrapper
 
-    async def _await_operation(self, kind: OperationKind, instance: Any, kwargs: Any, coro: Any) -> Any:
+    async def _await_operation(
+        self, kind: OperationKind, instance: Any, kwargs: Any, coro: Any, usage_injected: bool = False
+    ) -> Any:
         op = None if CURRENT.get() is not None else self.start(kind, getattr(instance, "_client", None), kwargs)
         if op is None:
             return await coro
+        op.usage_injected = usage_injected
         return await self.run_async(op, coro, kwargs.get("stream") is True)
 
     def request(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:

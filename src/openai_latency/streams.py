@@ -7,6 +7,7 @@ helper works) and only its inner generator is wrapped by :func:`traced_stream`.
 Per chunk the wrapper reads the clock twice, updates a few integers and asks the operation's
 observer whether the chunk carries output. Time blocked inside the SDK's ``next`` is *wait* (server
 and network); time between handing a chunk out and being asked for the next is *consumer* time.
+Gaps, time per output token and stalls use server-side gaps only (:func:`_on_chunk`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from ._guard import report
 from .operation import Operation, StreamStats
+from .stream_usage import is_usage_only
 from .timeline import clock
 
 T = TypeVar("T")
@@ -63,11 +65,14 @@ _RESPONSES_FINAL = ("response.completed", "response.incomplete", "response.faile
 
 
 def _observe_responses(st: StreamStats, event: Any) -> bool:
+    """Output: any non-empty ``*.delta`` event (output text, refusal, function-call arguments,
+    reasoning text/summary, audio...). ``response.failed`` and ``error`` events set ``error_item``:
+    the operation then ends as an error with the provider's code (:func:`attributes.stream_error`)."""
     event_type = getattr(event, "type", None)
     if not isinstance(event_type, str):
         return False
     if event_type.endswith(".delta"):
-        return True
+        return bool(getattr(event, "delta", True))
     if event_type in _RESPONSES_FINAL:
         response = getattr(event, "response", None)
         st.final_item = response
@@ -76,7 +81,7 @@ def _observe_responses(st: StreamStats, event: Any) -> bool:
         if isinstance(status, str):
             st.finish_reasons = [status]
         if event_type == "response.failed":
-            st.error_item = getattr(response, "error", None)
+            st.error_item = getattr(response, "error", None) or event
     elif event_type == "response.created":
         st.first_item = getattr(event, "response", None)
     elif event_type == "error":
@@ -102,31 +107,50 @@ def _add_finish_reason(st: StreamStats, reason: Any) -> None:
     st.finish_reasons.append(str(reason))
 
 
+BLOCKED_NS = 2_000_000
+"""A ``next`` that took longer than this waited for the network, so the chunk's arrival time is known.
+
+Shorter ones count as "already buffered": parsing one chunk takes 0.05-1 ms, more on a loaded
+machine, and misjudging a buffered chunk as blocked would count the caller's time as server time.
+"""
+
+
 def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> None:
-    """Bookkeeping for one chunk that took ``t1 - t0`` ns to arrive."""
+    """Bookkeeping for one chunk: asked for at ``t0``, handed over at ``t1``.
+
+    When this ``next`` blocked, the chunk arrived at ``t1`` and the server-side gap is arrival to
+    arrival (the caller's own time since the previous chunk overlapped the server's work, so it is
+    not counted twice). When the chunk was already buffered, the server was ahead of the caller: its
+    arrival time is unknown, the gap is not observed, and the caller's time stays consumer time.
+    """
     st = op.stream
     wait = t1 - t0
     st.wait_ns += wait
     index = st.chunks
     st.chunks = index + 1
-    st.last_activity_ns = t1
+    gap = 0
     if index == 0:
         st.first_chunk_ns = t1
-    else:
-        st.gaps.append(wait)
-        if wait > st.max_gap_ns:
-            st.max_gap_ns = wait
-        if wait > op.stall_threshold_ns:
+    elif wait > BLOCKED_NS:
+        gap = t1 - st.last_activity_ns
+        st.gaps.append(gap)
+        if gap > st.max_gap_ns:
+            st.max_gap_ns = gap
+        if gap > op.stall_threshold_ns:
             if st.stalls is None:
                 st.stalls = []
-            st.stalls.append((index, wait, t1))
+            st.stalls.append((index, gap, t1))
+    else:
+        st.buffered_chunks += 1
+    st.last_activity_ns = t1
     if observe(st, item):
         if not st.output_chunks:
             op.timeline.first_output_ns = t1
-            st.wait_at_first_output_ns = st.wait_ns
             st.consumer_before_output_ns = st.consumer_ns
+        elif gap:
+            st.output_gap_ns += gap
+            st.output_gaps += 1
         st.output_chunks += 1
-        st.wait_at_last_output_ns = st.wait_ns
 
 
 def _end_state(exc: BaseException) -> str:
@@ -150,9 +174,16 @@ def _finish(op: Operation, exc: BaseException | None) -> None:
         report("stream end")
 
 
+def _observer(op: Operation) -> Observer:
+    """The stream kind's observer, extended to collect the output text when content capture is on."""
+    observe = OBSERVERS[op.kind.stream_kind]
+    return observe if op.content is None else op.content.observer(observe, op.kind.stream_kind)
+
+
 def traced_stream(inner: Iterator[T], op: Operation) -> Iterator[T]:
     """Yields what ``inner`` yields, timing each ``next`` and the caller's time between them."""
-    observe = OBSERVERS[op.kind.stream_kind]
+    observe = _observer(op)
+    hide_usage = op.usage_injected
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
@@ -163,6 +194,9 @@ def traced_stream(inner: Iterator[T], op: Operation) -> Iterator[T]:
                 _on_chunk(op, observe, item, t0, t1)
             except Exception:
                 report("stream chunk")
+            if hide_usage and is_usage_only(item):
+                t0 = t1  # the chunk we added: read above, never handed to the caller
+                continue
             yield item
             t0 = clock()
             st.consumer_ns += t0 - t1
@@ -174,7 +208,8 @@ def traced_stream(inner: Iterator[T], op: Operation) -> Iterator[T]:
 
 async def traced_async_stream(inner: AsyncIterator[T], op: Operation) -> AsyncIterator[T]:
     """The async twin of :func:`traced_stream`."""
-    observe = OBSERVERS[op.kind.stream_kind]
+    observe = _observer(op)
+    hide_usage = op.usage_injected
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
@@ -185,6 +220,9 @@ async def traced_async_stream(inner: AsyncIterator[T], op: Operation) -> AsyncIt
                 _on_chunk(op, observe, item, t0, t1)
             except Exception:
                 report("stream chunk")
+            if hide_usage and is_usage_only(item):
+                t0 = t1  # the chunk we added: read above, never handed to the caller
+                continue
             yield item
             t0 = clock()
             st.consumer_ns += t0 - t1

@@ -44,11 +44,12 @@ class Attempt:
     """httpcore ``trace`` events as (name, ns), in arrival order."""
     dns: tuple[int, int] | None = None
 
-    def event_ns(self, suffix: str) -> int:
-        for name, ns in self.events:
-            if name.endswith(suffix):
-                return ns
-        return 0
+    def event_times(self) -> dict[str, int]:
+        """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
+        times: dict[str, int] = {}
+        for name, ns in reversed(self.events):
+            times[name.partition(".")[2]] = ns
+        return times
 
     @property
     def connection_reused(self) -> bool | None:
@@ -180,7 +181,7 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     Each sub-phase starts where the previous one ended, so together they tile the network_wait:
     httpcore's bookkeeping between two steps (microseconds, or a GC pause) counts to the next step.
     """
-    ev = attempt.event_ns
+    ev = attempt.event_times().get
     out: list[Phase] = []
     cursor = attempt.start_ns
 
@@ -191,14 +192,14 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
         cursor = until
 
     add("http.pool_wait", attempt.events[0][1])  # httpcore does not trace the pool: entry -> first event
-    if ev("connect_tcp.started"):
+    if ev("connect_tcp.started", 0):
         if attempt.dns is not None:
             add("http.dns", attempt.dns[1])
-        add("http.connect", ev("connect_tcp.complete") or ev("connect_tcp.failed") or end)
-    if ev("start_tls.started"):
-        add("http.tls", ev("start_tls.complete") or ev("start_tls.failed") or end)
-    if ev("send_connection_init.started") or ev("send_request_headers.started"):
-        body_sent = ev("send_request_body.complete") or ev("send_request_body.failed")
-        add("http.send", body_sent or ev("send_request_headers.complete") or end)
-        add("http.server_wait", ev("receive_response_headers.complete") or end)
+        add("http.connect", ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end)
+    if ev("start_tls.started", 0):
+        add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end)
+    if ev("send_connection_init.started", 0) or ev("send_request_headers.started", 0):
+        body_sent = ev("send_request_body.complete", 0) or ev("send_request_body.failed", 0)
+        add("http.send", body_sent or ev("send_request_headers.complete", 0) or end)
+        add("http.server_wait", ev("receive_response_headers.complete", 0) or end)
     return out

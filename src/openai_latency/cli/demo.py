@@ -114,15 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         with FakeServer() as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="sk-demo-not-a-real-key", max_retries=2)
             client.models.list()  # warm up: the SDK's lazy imports and the connection
-            print(
-                f"openai-latency demo: openai {openai.__version__} against the fake server at {server.base_url}"
-            )
+            version = openai.__version__
+            print(f"openai-latency demo: openai {version} against the fake server at {server.base_url}")
             for scenario in SCENARIOS:
                 exporter.clear()
                 print(f"\n{scenario.title}\n   {scenario.explanation}\n")
                 scenario.run(client)
                 spans = exporter.get_finished_spans()
-                for line in render(spans):
+                for line in render(list(spans)):
                     print("   " + line)
                 _print_verdict(spans)
     finally:
@@ -139,6 +138,5 @@ def _print_verdict(spans: Any) -> None:
             continue
         total = (span.end_time - span.start_time) / 1e9
         share = attributes.get(f"openai_latency.phase.{phase}", 0.0)
-        print(
-            f"\n   -> {format_duration(total)} in all; the largest phase is {phase} ({format_duration(share)})"
-        )
+        total_text, share_text = format_duration(total), format_duration(share)
+        print(f"\n   -> {total_text} in all; the largest phase is {phase} ({share_text})")

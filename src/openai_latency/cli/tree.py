@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-
-class SpanLike(Protocol):
-    name: str
-
-    @property
-    def start_time(self) -> int | None: ...
-    @property
-    def end_time(self) -> int | None: ...
-    @property
-    def attributes(self) -> Any: ...
-    @property
-    def context(self) -> Any: ...
-    @property
-    def parent(self) -> Any: ...
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 
 # Attributes worth a glance next to each span, in this order.
@@ -46,11 +34,11 @@ def format_duration(seconds: float) -> str:
     return f"{seconds * 1_000_000:.0f} µs"
 
 
-def _duration(span: SpanLike) -> float:
+def _duration(span: ReadableSpan) -> float:
     return ((span.end_time or 0) - (span.start_time or 0)) / 1e9
 
 
-def _details(span: SpanLike) -> str:
+def _details(span: ReadableSpan) -> str:
     attributes = span.attributes or {}
     parts = []
     for key in _SHOWN:
@@ -62,22 +50,22 @@ def _details(span: SpanLike) -> str:
     return "  ".join(parts)
 
 
-def render(spans: Iterable[SpanLike]) -> list[str]:
+def render(spans: Iterable[ReadableSpan]) -> list[str]:
     """One line per span, children indented under their parent, siblings by start time."""
-    ordered: Sequence[SpanLike] = sorted(spans, key=lambda s: s.start_time or 0)
+    ordered: Sequence[ReadableSpan] = sorted(spans, key=lambda s: s.start_time or 0)
     ids = {s.context.span_id for s in ordered}
-    children: dict[int, list[SpanLike]] = {}
+    children: dict[int, list[ReadableSpan]] = {}
     roots = []
     for span in ordered:
         parent = span.parent.span_id if span.parent is not None else None
-        if parent in ids:
+        if parent is not None and parent in ids:
             children.setdefault(parent, []).append(span)
         else:
             roots.append(span)
     width = 2 + max((len(s.name) for s in ordered), default=0) + 6
     lines: list[str] = []
 
-    def walk(span: SpanLike, prefix: str, branch: str) -> None:
+    def walk(span: ReadableSpan, prefix: str, branch: str) -> None:
         label = f"{prefix}{branch}{span.name}"
         lines.append(f"{label:<{width}} {format_duration(_duration(span)):>9}   {_details(span)}".rstrip())
         kids = children.get(span.context.span_id, [])

@@ -1,0 +1,629 @@
+"""What openai-latency adds per non-stream call and per stream chunk (DESIGN §9, TESTING.md "Benchmarks").
+
+Method (TESTING.md): the fake OpenAI server runs in its own process; every mode runs in its own
+worker process (``baseline`` = the uninstrumented SDK, ``detailed`` / ``off`` = ours with that
+``phase_spans``); each round runs one short batch of every (mode, workload) pair in a freshly
+shuffled order; the estimate is the median over rounds of (mode batch - baseline batch of the same
+round), with a bootstrap confidence interval over rounds. Workers warm up, then ``gc.collect()``
+and ``gc.freeze()``. Per-chunk overhead = (overhead of a 64-chunk stream - overhead of a 1-chunk
+stream) / 63. Every worker has a SimpleSpanProcessor with an in-memory exporter (cleared after each
+batch) and a MeterProvider with an InMemoryMetricReader. Every figure is given in wall time (what DESIGN §9
+budgets) and in the worker's CPU time (the client's own work: narrower intervals on a shared machine).
+``--paced-ms N`` adds streams whose chunks arrive N ms apart (the path where chunk gaps are recorded);
+a cProfile run of the ``detailed`` worker follows the rounds. See benchmarks/README.md.
+
+    python benchmarks/overhead.py [--rounds N] [--batch N] [--json out.json] [--profile-calls N]
+
+Not a test: it reports numbers and budget verdicts, it never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import json
+import os
+import platform
+import pstats
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+# --- what is measured -------------------------------------------------------------------------
+
+BASELINE = "baseline"
+ALL_MODES = (BASELINE, "detailed", "phases", "off")
+DEFAULT_MODES = (BASELINE, "detailed", "off")
+
+CALL = "call"  # non-stream chat completion
+STREAM_1 = "stream1"  # chat completion stream, 1 content chunk
+STREAM_64 = "stream64"  # chat completion stream, 64 content chunks
+WORKLOADS = (CALL, STREAM_1, STREAM_64)
+# Opt-in (--paced-ms): streams whose chunks the server spaces out, as a real model does. Every
+# ``next`` then blocks, so each gap is observed (and recorded at the end of the stream): the
+# loopback streams above arrive mostly already buffered and do not exercise that path.
+PACED_1 = "paced1"
+PACED_64 = "paced64"
+PACED_WORKLOADS = (PACED_1, PACED_64)
+PACED_BATCH = 1
+CHUNKS = {STREAM_1: 1, STREAM_64: 64, PACED_1: 1, PACED_64: 64}
+
+#: DESIGN §9: the official ``opentelemetry-instrumentation-genai-openai`` adds ~423 µs per call (TESTING.md).
+OFFICIAL_CALL_US = 423.0
+#: TESTING.md: the uninstrumented SDK on an idle machine, for scale.
+REFERENCE_BASELINE_CALL_US = 1900.0
+CHUNK_BUDGET_US = 2.0
+CALL_BUDGET_FACTOR = {"detailed": 0.7, "phases": 0.7, "off": 0.4}
+
+WARMUP_CALLS = 30
+BOOTSTRAP_RESAMPLES = 2000
+PROFILE_TOP = 10
+
+WALL = "wall"  # time.perf_counter_ns(): what the caller waits, the primary figure (TESTING.md)
+CPU = "cpu"  # time.process_time_ns() of the worker: the client's own work, less sensitive to load
+CLOCKS = (WALL, CPU)
+PACKAGE = "openai_latency"
+
+
+# --- worker: one process per mode -------------------------------------------------------------
+
+
+class Worker:
+    """The SDK client of one mode, with the OTel SDK wired as TESTING.md says."""
+
+    def __init__(self, mode: str, base_url: str, paced_ms: float = 0.0) -> None:
+        import openai
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.mode = mode
+        self.paced_ms = paced_ms
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.metric_reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.metric_reader])
+        if mode != BASELINE:
+            from openai_latency import OpenAILatencyInstrumentor
+
+            OpenAILatencyInstrumentor().instrument(
+                tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, phase_spans=mode
+            )
+        self.client = openai.OpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+        self.messages: list[Any] = [{"role": "user", "content": "hi"}]
+
+    def call(self) -> None:
+        self.client.chat.completions.create(model="gpt-4o-mini", messages=self.messages)
+
+    def stream(self, chunks: int, delay_ms: float = 0.0) -> None:
+        headers = {"x-fake-chunks": str(chunks)}
+        if delay_ms:
+            headers["x-fake-chunk-delay-ms"] = str(delay_ms)
+        with self.client.chat.completions.create(
+            model="gpt-4o-mini", messages=self.messages, stream=True, extra_headers=headers
+        ) as stream:
+            for _ in stream:
+                pass
+
+    def job(self, workload: str) -> Callable[[], None]:
+        if workload == CALL:
+            return self.call
+        chunks = CHUNKS[workload]
+        delay = self.paced_ms if workload in PACED_WORKLOADS else 0.0
+        return lambda: self.stream(chunks, delay)
+
+    def batch(self, workload: str, n: int) -> dict[str, int]:
+        """Run ``n`` calls back to back: their wall and CPU time (this process) in ns, spans exported."""
+        job = self.job(workload)
+        cpu = time.process_time_ns()
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            job()
+        elapsed = time.perf_counter_ns() - start
+        cpu = time.process_time_ns() - cpu
+        spans = len(self.exporter.get_finished_spans())
+        self.exporter.clear()
+        return {WALL: elapsed, CPU: cpu, "spans": spans}
+
+    def warm_up(self, calls: int) -> None:
+        for workload in WORKLOADS:
+            self.batch(workload, calls)
+        if self.paced_ms:
+            for workload in PACED_WORKLOADS:
+                self.batch(workload, 2)
+        gc.collect()
+        gc.freeze()
+
+    def profile(self, workload: str, n: int, path: str) -> dict[str, int]:
+        job = self.job(workload)
+        # CPU time of this thread: time lost to other processes or spent waiting on the server is not
+        # charged to whichever function happened to be running (the machine is shared).
+        profiler = cProfile.Profile(time.thread_time_ns, 1e-9)
+        profiler.enable()
+        for _ in range(n):
+            job()
+        profiler.disable()
+        profiler.dump_stats(path)
+        spans = len(self.exporter.get_finished_spans())
+        self.exporter.clear()
+        return {"spans": spans}
+
+
+def worker_main(mode: str, base_url: str, warmup: int, paced_ms: float) -> None:
+    """Line protocol on the original stdout: ``batch W N`` / ``profile W N PATH`` -> one JSON line."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    sys.stdout = sys.stderr  # nothing else may write to the protocol channel
+    worker = Worker(mode, base_url, paced_ms)
+    worker.warm_up(warmup)
+    out.write(json.dumps({"ready": mode}) + "\n")
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "batch":
+            reply = worker.batch(args[0], int(args[1]))
+        elif command == "profile":
+            reply = worker.profile(args[0], int(args[1]), args[2])
+        elif command == "quit":
+            return
+        else:
+            raise SystemExit(f"unknown command {line!r}")
+        out.write(json.dumps(reply) + "\n")
+
+
+class WorkerProcess:
+    def __init__(self, mode: str, base_url: str, warmup: int, paced_ms: float) -> None:
+        self.mode = mode
+        args = [sys.executable, __file__, "--worker", mode, "--base-url", base_url, "--warmup", str(warmup)]
+        args += ["--paced-ms", str(paced_ms)]
+        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ready = False
+
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.mode!r} exited ({self.process.wait()}); see its stderr above")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def wait_ready(self) -> None:
+        if not self.ready:
+            self._reply()
+            self.ready = True
+
+    def batch(self, workload: str, n: int) -> dict[str, int]:
+        self._send(f"batch {workload} {n}")
+        return self._reply()
+
+    def profile(self, workload: str, n: int, path: str) -> dict[str, int]:
+        self._send(f"profile {workload} {n} {shlex.quote(path)}")
+        return self._reply()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self._send("quit")
+                self.process.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+@dataclass
+class Estimate:
+    median: float
+    low: float
+    high: float
+    n: int
+
+    def text(self) -> str:
+        return f"{self.median:+8.1f}  [{self.low:+7.1f}, {self.high:+7.1f}]"
+
+
+def estimate(values: Sequence[float], rng: random.Random, confidence: float = 0.95) -> Estimate:
+    """Median of ``values`` with a percentile bootstrap interval (resampling rounds)."""
+    n = len(values)
+    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1 - confidence) / 2
+    low = medians[int(tail * (BOOTSTRAP_RESAMPLES - 1))]
+    high = medians[int((1 - tail) * (BOOTSTRAP_RESAMPLES - 1))]
+    return Estimate(statistics.median(values), low, high, n)
+
+
+@dataclass
+class Results:
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    #: rounds[clock][r][mode][workload] = µs per call of that batch, clock = "wall" or "cpu"
+    rounds: dict[str, list[dict[str, dict[str, float]]]] = field(default_factory=dict)
+    #: spans exported per call, by mode and workload (from the first round)
+    spans_per_call: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: baseline_us[clock]["call" | "chunk"]
+    baseline_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: estimates[clock][mode]["call_us" | "stream1_us" | "chunk_us"]
+    estimates: dict[str, dict[str, dict[str, Estimate]]] = field(default_factory=dict)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    profile: dict[str, Any] = field(default_factory=dict)
+
+
+def analyse(results: Results, modes: Sequence[str], seed: int) -> None:
+    for clock in CLOCKS:
+        analyse_clock(results, clock, modes, random.Random(seed))
+
+
+def analyse_clock(results: Results, clock: str, modes: Sequence[str], rng: random.Random) -> None:
+    rounds = results.rounds[clock]
+    results.baseline_us[clock] = {
+        CALL: statistics.median(r[BASELINE][CALL] for r in rounds),
+        "chunk": statistics.median((r[BASELINE][STREAM_64] - r[BASELINE][STREAM_1]) / 63 for r in rounds),
+    }
+    for mode in modes:
+        if mode == BASELINE:
+            continue
+
+        def added(r: dict[str, dict[str, float]], workload: str, mode: str = mode) -> float:
+            return r[mode][workload] - r[BASELINE][workload]
+
+        per_call = [added(r, CALL) for r in rounds]
+        per_stream1 = [added(r, STREAM_1) for r in rounds]
+        per_chunk = [(added(r, STREAM_64) - added(r, STREAM_1)) / 63 for r in rounds]
+        estimates = results.estimates.setdefault(clock, {})
+        estimates[mode] = {
+            "call_us": estimate(per_call, rng),
+            "stream1_us": estimate(per_stream1, rng),
+            "chunk_us": estimate(per_chunk, rng),
+        }
+        if PACED_64 in rounds[0][mode]:
+            paced = [(added(r, PACED_64) - added(r, PACED_1)) / 63 for r in rounds]
+            estimates[mode]["paced_chunk_us"] = estimate(paced, rng)
+        call_budget = CALL_BUDGET_FACTOR[mode] * OFFICIAL_CALL_US
+        for what, budget, est, rule in (
+            ("call", call_budget, estimates[mode]["call_us"], f"{CALL_BUDGET_FACTOR[mode]} x 423 µs"),
+            ("chunk", CHUNK_BUDGET_US, estimates[mode]["chunk_us"], "~2 µs"),
+            ("paced chunk", CHUNK_BUDGET_US, estimates[mode].get("paced_chunk_us"), "~2 µs"),
+        ):
+            if est is None:
+                continue
+            verdict = "PASS" if est.median <= budget else "OVER"
+            if est.low <= budget < est.high:
+                verdict += " (CI crosses the budget)"
+            results.budgets.append(
+                {
+                    "clock": clock,
+                    "mode": mode,
+                    "what": what,
+                    "budget_us": budget,
+                    "rule": rule,
+                    "median_us": est.median,
+                    "verdict": verdict,
+                }
+            )
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+
+def _group(filename: str) -> str:
+    norm = filename.replace("\\", "/")
+    for marker, name in (
+        ("/openai_latency/", PACKAGE),
+        ("/opentelemetry/", "opentelemetry"),
+        ("/wrapt/", "wrapt"),
+        ("/openai/", "openai"),
+        ("/httpx2/", "httpx2"),
+        ("/httpcore2/", "httpcore2"),
+        ("/pydantic", "pydantic"),
+    ):
+        if marker in norm:
+            return name
+    return "other (stdlib, builtins, ...)"
+
+
+def _by_group(stats: pstats.Stats, calls: int) -> dict[str, tuple[float, float]]:
+    """Package -> (self µs, Python/builtin function calls) per SDK call."""
+    groups: dict[str, tuple[float, float]] = {}
+    for (filename, _line, _name), (_cc, nc, tottime, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        group = _group(filename)
+        us, count = groups.get(group, (0.0, 0.0))
+        groups[group] = (us + tottime * 1e6 / calls, count + nc / calls)
+    return groups
+
+
+def analyse_profile(baseline_path: str, detailed_path: str, calls: int) -> dict[str, Any]:
+    """Our own functions (top by self time and by inclusive time) and µs per call by package."""
+    base = pstats.Stats(baseline_path)
+    ours = pstats.Stats(detailed_path)
+    rows: list[dict[str, Any]] = []
+    for (filename, line, name), (cc, nc, tottime, cumtime, _callers) in ours.stats.items():  # type: ignore[attr-defined]
+        if _group(filename) != PACKAGE:
+            continue
+        module = filename.replace("\\", "/").split("/openai_latency/", 1)[1]
+        rows.append(
+            {
+                "function": f"{module}:{line}({name})",
+                "calls_per_call": nc / calls,
+                "self_us": tottime * 1e6 / calls,
+                "inclusive_us": cumtime * 1e6 / calls,
+                "primitive": cc,
+            }
+        )
+    base_groups = _by_group(base, calls)
+    our_groups = _by_group(ours, calls)
+    zero = (0.0, 0.0)
+    groups = {
+        g: {
+            "baseline_us": base_groups.get(g, zero)[0],
+            "detailed_us": our_groups.get(g, zero)[0],
+            "baseline_calls": base_groups.get(g, zero)[1],
+            "detailed_calls": our_groups.get(g, zero)[1],
+        }
+        for g in sorted(set(base_groups) | set(our_groups), key=lambda g: -our_groups.get(g, zero)[0])
+    }
+    return {
+        "calls": calls,
+        "total_us": {"baseline": base.total_tt * 1e6 / calls, "detailed": ours.total_tt * 1e6 / calls},  # type: ignore[attr-defined]
+        "by_self": sorted(rows, key=lambda r: -r["self_us"])[:PROFILE_TOP],
+        "by_inclusive": sorted(rows, key=lambda r: -r["inclusive_us"])[: PROFILE_TOP + 5],
+        "by_package": groups,
+    }
+
+
+# --- coordinator ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> Results:
+    from openai_latency.fake_server import FakeServer
+
+    modes: list[str] = [BASELINE] + [m for m in args.modes if m != BASELINE]
+    rng = random.Random(args.seed)
+    environment: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "versions": _versions(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    config = {
+        "rounds": args.rounds,
+        "batch": args.batch,
+        "modes": modes,
+        "seed": args.seed,
+        "warmup": args.warmup,
+        "profile_calls": args.profile_calls,
+        "paced_ms": args.paced_ms,
+    }
+    results = Results(config=config, environment=environment)
+    started = time.monotonic()
+    with FakeServer.spawn() as server:
+        workers = {mode: WorkerProcess(mode, server.base_url, args.warmup, args.paced_ms) for mode in modes}
+        try:
+            for worker in workers.values():
+                worker.wait_ready()
+            workloads, order = list(WORKLOADS), list(modes)
+            if args.paced_ms:
+                workloads += PACED_WORKLOADS
+            for index in range(args.rounds):
+                server.clear()  # the server's request log grows with every call
+                rng.shuffle(workloads)
+                pairs: list[tuple[str, str]] = []
+                for workload in workloads:  # same-workload batches of all modes back to back, shuffled
+                    rng.shuffle(order)
+                    pairs += [(mode, workload) for mode in order]
+                rows: dict[str, dict[str, dict[str, float]]] = {c: {m: {} for m in modes} for c in CLOCKS}
+                for mode, workload in pairs:
+                    size = PACED_BATCH if workload in PACED_WORKLOADS else args.batch
+                    reply = workers[mode].batch(workload, size)
+                    for clock in CLOCKS:
+                        rows[clock][mode][workload] = reply[clock] / 1000 / size
+                    if index == 0:
+                        results.spans_per_call.setdefault(mode, {})[workload] = reply["spans"] / size
+                for clock in CLOCKS:
+                    results.rounds.setdefault(clock, []).append(rows[clock])
+                if not args.quiet and (index + 1) % max(1, args.rounds // 10) == 0:
+                    elapsed = time.monotonic() - started
+                    print(f"  round {index + 1}/{args.rounds}  ({elapsed:.0f} s)", file=sys.stderr)
+            if args.profile_calls > 0 and "detailed" in workers:
+                server.clear()
+                with tempfile.TemporaryDirectory() as tmp:
+                    folder = args.profile_dir or Path(tmp)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    paths = {m: str(folder.resolve() / f"{m}.prof") for m in (BASELINE, "detailed")}
+                    for mode, path in paths.items():
+                        workers[mode].profile(CALL, args.profile_calls, path)
+                    results.profile = analyse_profile(paths[BASELINE], paths["detailed"], args.profile_calls)
+        finally:
+            for worker in workers.values():
+                worker.stop()
+    environment["loadavg_end"] = os.getloadavg()
+    environment["seconds"] = round(time.monotonic() - started, 1)
+    analyse(results, modes, args.seed)
+    return results
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for name in ("openai", "openai-latency", "opentelemetry-sdk", "wrapt", "httpx2"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[name] = version(name)
+    return found
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def report(results: Results, out: IO[str]) -> None:
+    env, cfg = results.environment, results.config
+    load_start = "/".join(f"{x:.1f}" for x in env["loadavg_start"])
+    load_end = "/".join(f"{x:.1f}" for x in env["loadavg_end"])
+    print(
+        f"\nopenai-latency overhead: {cfg['rounds']} rounds x batch {cfg['batch']}, {env['seconds']} s, "
+        f"{env['cpus']} CPUs, load {load_start} -> {load_end}",
+        file=out,
+    )
+    print(f"versions: {', '.join(f'{k} {v}' for k, v in env['versions'].items())}", file=out)
+    for clock in CLOCKS:
+        report_clock(results, clock, out)
+    if results.profile:
+        report_profile(results.profile, out)
+
+
+CLOCK_TITLES = {
+    WALL: "WALL time (perf_counter): what the caller waits; the figure DESIGN §9 budgets",
+    CPU: "CPU time of the worker process (process_time): the client's own work, less hit by load",
+}
+
+
+def report_clock(results: Results, clock: str, out: IO[str]) -> None:
+    base = results.baseline_us[clock]
+    print(f"\n== {CLOCK_TITLES[clock]}", file=out)
+    reference = ""
+    if clock == WALL:
+        slower = base[CALL] / REFERENCE_BASELINE_CALL_US
+        reference = f" (reference, idle machine: ~1,900 µs/call, ~140 µs/chunk; here {slower:.1f}x that)"
+    print(
+        f"baseline (uninstrumented SDK): {base[CALL]:.0f} µs/call, {base['chunk']:.1f} µs/chunk{reference}",
+        file=out,
+    )
+    print("added by the instrumentation: median over rounds [95% bootstrap CI]", file=out)
+    header = (
+        f"{'mode':<10} {'µs/call (non-stream)':>30} {'µs/chunk':>30} {'spans/call':>10} {'spans/stream':>12}"
+    )
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for mode, est in results.estimates[clock].items():
+        spans = results.spans_per_call.get(mode, {})
+        print(
+            f"{mode:<10} {est['call_us'].text():>30} {est['chunk_us'].text():>30} "
+            f"{spans.get(CALL, 0):>10.1f} {spans.get(STREAM_64, 0):>12.1f}",
+            file=out,
+        )
+    paced_ms = results.config.get("paced_ms")
+    if paced_ms:
+        print(f"paced streams (a chunk every {paced_ms:g} ms, batch of {PACED_BATCH}), µs/chunk:", file=out)
+        for mode, est in results.estimates[clock].items():
+            print(f"{mode:<10} {est['paced_chunk_us'].text():>30}", file=out)
+    print(f"budget (DESIGN §9), {clock} time:", file=out)
+    for b in results.budgets:
+        if b["clock"] != clock:
+            continue
+        print(
+            f"  {b['mode']:<9} per {b['what']:<11} <= {b['budget_us']:6.1f} µs ({b['rule']:<13}): "
+            f"{b['median_us']:+8.1f} µs  {b['verdict']}",
+            file=out,
+        )
+
+
+def report_profile(profile: dict[str, Any], out: IO[str]) -> None:
+    calls = profile["calls"]
+    total = profile["total_us"]
+    print(
+        f"\n== cProfile (thread CPU time), non-stream call, {calls} calls; cProfile inflates every Python "
+        f"call: compare rows, not with the tables above\n  profiled time per call: baseline "
+        f"{total['baseline']:.0f} µs, "
+        f"detailed {total['detailed']:.0f} µs",
+        file=out,
+    )
+    print(
+        f"\n  {'per SDK call, by package':<30} {'self µs: baseline':>18} {'detailed':>9} {'added':>8}"
+        f"   {'function calls: baseline':>25} {'detailed':>9} {'added':>7}",
+        file=out,
+    )
+    for group, v in profile["by_package"].items():
+        added = v["detailed_us"] - v["baseline_us"]
+        more = v["detailed_calls"] - v["baseline_calls"]
+        print(
+            f"  {group:<30} {v['baseline_us']:>18.1f} {v['detailed_us']:>9.1f} {added:>+8.1f}"
+            f"   {v['baseline_calls']:>25.0f} {v['detailed_calls']:>9.0f} {more:>+7.0f}",
+            file=out,
+        )
+    for key, title in (("by_self", "self time"), ("by_inclusive", "inclusive time")):
+        print(f"\n  our functions by {title} (µs per SDK call)", file=out)
+        print(f"  {'function':<60} {'calls':>6} {'self':>7} {'incl':>8}", file=out)
+        for row in profile[key]:
+            print(
+                f"  {row['function']:<60} {row['calls_per_call']:>6.1f} {row['self_us']:>7.1f} "
+                f"{row['inclusive_us']:>8.1f}",
+                file=out,
+            )
+
+
+def to_json(results: Results) -> dict[str, Any]:
+    data = asdict(results)
+    return data
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=120, help="rounds (default 120)")
+    parser.add_argument("--batch", type=int, default=3, help="calls per batch, every workload (default 3)")
+    parser.add_argument("--json", type=Path, help="write config, raw rounds and estimates here")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=ALL_MODES,
+        default=list(DEFAULT_MODES),
+        help="modes (baseline always runs)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="shuffle and bootstrap seed")
+    parser.add_argument("--warmup", type=int, default=WARMUP_CALLS, help="warm-up calls per workload")
+    parser.add_argument(
+        "--profile-calls",
+        type=int,
+        default=300,
+        help="cProfile this many non-stream calls after the rounds (0: skip)",
+    )
+    parser.add_argument(
+        "--paced-ms",
+        type=float,
+        default=0.0,
+        help="also run 1- and 64-chunk streams with a chunk every N ms (e.g. 3; adds ~0.6 s per round)",
+    )
+    parser.add_argument("--profile-dir", type=Path, help="keep the .prof files (pstats) here")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--worker", choices=ALL_MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(args.worker, args.base_url, args.warmup, args.paced_ms)
+        return
+    results = run(args)
+    report(results, sys.stdout)
+    if args.json:
+        args.json.write_text(json.dumps(to_json(results), indent=1) + "\n")
+        print(f"\nraw data: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

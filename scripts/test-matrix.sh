@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs the whole test suite once per supported OpenAI SDK generation, each in its own virtual
+# environment under .venv-matrix/ (reused between runs; each run upgrades openai to the newest
+# release of its line):
+#
+#   openai3         newest openai 3.x (httpx2/httpcore2)
+#   openai2         newest openai 2.x (httpx/httpcore)
+#   openai1         newest openai 1.x, >= 1.76
+#   openai3-httpx   newest openai 3.x with legacy httpx installed; every client the tests build
+#                   gets a legacy httpx.Client/AsyncClient (pytest plugin tests._legacy_httpx)
+#
+# Usage: scripts/test-matrix.sh [leg ...] [-- extra pytest args]
+#   PYTHON=python3.11 picks the interpreter for new environments (default: python3).
+# Exits non-zero when any leg fails, including pytest exit 5 (no tests collected).
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=.venv-matrix
+PYTHON=${PYTHON:-python3}
+
+declare -A SPEC=(
+    [openai3]='openai>=3,<4'
+    [openai2]='openai>=2,<3'
+    [openai1]='openai>=1.76,<2'
+    [openai3-httpx]='openai>=3,<4 httpx'
+)
+declare -A PYTEST_ARGS=(
+    [openai3-httpx]='-p tests._legacy_httpx'
+)
+ALL=(openai3 openai2 openai1 openai3-httpx)
+
+legs=()
+extra=()
+while (($#)); do
+    if [[ $1 == -- ]]; then
+        shift
+        extra=("$@")
+        break
+    fi
+    [[ -n ${SPEC[$1]+x} ]] || { echo "unknown leg: $1 (known: ${ALL[*]})" >&2; exit 2; }
+    legs+=("$1")
+    shift
+done
+((${#legs[@]})) || legs=("${ALL[@]}")
+
+mkdir -p "$ROOT"
+start=$SECONDS
+
+setup() {  # setup LEG: create or refresh the leg's environment; output goes to its log
+    local leg=$1 venv=$ROOT/$1 want have=
+    want="$(sha1sum pyproject.toml | cut -c1-40) ${SPEC[$leg]}"
+    [[ -x $venv/bin/python ]] || "$PYTHON" -m venv "$venv" || return 1
+    [[ -f $venv/.matrix-stamp ]] && have=$(<"$venv/.matrix-stamp")
+    local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check
+        --upgrade --upgrade-strategy only-if-needed)
+    # shellcheck disable=SC2086  # SPEC holds several requirement words
+    if [[ $have == "$want" ]]; then
+        "${pip[@]}" ${SPEC[$leg]}  # project already installed (editable): only move openai to its newest
+    else
+        "${pip[@]}" -e ".[test]" ${SPEC[$leg]} && echo "$want" >"$venv/.matrix-stamp"
+    fi
+}
+
+# Environments are built in parallel (network/disk bound); tests run one leg at a time, since
+# the timing tests compare against the fake server's clock and want the CPU.
+declare -A PIDS
+for leg in "${legs[@]}"; do
+    setup "$leg" >"$ROOT/$leg.setup.log" 2>&1 &
+    PIDS[$leg]=$!
+done
+failed=()
+for leg in "${legs[@]}"; do
+    if ! wait "${PIDS[$leg]}"; then
+        echo "== $leg: environment setup failed (see $ROOT/$leg.setup.log)" >&2
+        tail -n 20 "$ROOT/$leg.setup.log" >&2
+        failed+=("$leg(setup)")
+    fi
+done
+echo "== environments ready after $((SECONDS - start)) s"
+
+for leg in "${legs[@]}"; do
+    [[ " ${failed[*]-} " == *" $leg(setup) "* ]] && continue
+    py=$ROOT/$leg/bin/python
+    versions=$("$py" - <<'EOF'
+import importlib.metadata as m
+out = []
+for name in ("openai", "httpx", "httpcore", "httpx2", "httpcore2"):
+    try:
+        out.append(f"{name} {m.version(name)}")
+    except m.PackageNotFoundError:
+        pass
+print(", ".join(out))
+EOF
+)
+    echo "== $leg: $versions"
+    leg_start=$SECONDS
+    # shellcheck disable=SC2086
+    "$py" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS[$leg]-} "${extra[@]}"
+    rc=$?
+    echo "== $leg: pytest exit $rc after $((SECONDS - leg_start)) s"
+    ((rc == 0)) || failed+=("$leg(pytest exit $rc)")
+done
+
+echo "== matrix wall time $((SECONDS - start)) s"
+if ((${#failed[@]})); then
+    echo "== FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "== all legs passed: ${legs[*]}"

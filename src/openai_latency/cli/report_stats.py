@@ -1,0 +1,302 @@
+"""The numbers of ``openai-latency report``: spans -> calls -> per-group percentiles and dominant phases.
+
+Percentiles use linear interpolation between the closest ranks (numpy's default ``linear``, Hyndman
+and Fan type 7, ``statistics.quantiles(method="inclusive")``): for n sorted values and q in [0, 1],
+h = (n - 1) q and the result is ``x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h])``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .otlp_json import Span, finite
+
+PHASE_KEY = "openai_latency.phase"
+PHASE_PREFIX = "openai_latency.phase."
+#: Phases of an operation (direct children), in the order of a call.
+PHASES = ("request_build", "network_wait", "retry_backoff", "first_token", "stream_drain", "response_read")
+#: Sub-phases of network_wait (its children), in order.
+HTTP_PHASES = ("pool_wait", "dns", "connect", "tls", "send", "server_wait")
+GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service")
+QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+
+
+@dataclass
+class Call:
+    """One operation span with its phases summed per name (seconds)."""
+
+    name: str
+    keys: dict[str, str]
+    duration: float
+    phases: dict[str, float]
+    http: dict[str, float]
+    error_type: str | None
+    ttft: float | None
+    tpot: float | None
+    consumer_time: float | None
+    dominant_attribute: str | None
+
+    def dominant(self) -> tuple[str, float] | None:
+        """(phase with the largest time, its share of the call); the span's own answer without phases."""
+        if self.phases:
+            phase = max(self.phases, key=lambda name: (self.phases[name], -_order(name)))
+            return phase, (self.phases[phase] / self.duration if self.duration > 0 else 0.0)
+        if self.dominant_attribute:
+            return self.dominant_attribute, math.nan
+        return None
+
+
+@dataclass
+class Collected:
+    calls: list[Call]
+    #: Names of spans that are neither operations nor their phases (for "no operation spans" errors).
+    other_names: Counter[str] = field(default_factory=Counter)
+    phase_spans: int = 0
+
+
+def _order(phase: str) -> int:
+    return PHASES.index(phase) if phase in PHASES else len(PHASES)
+
+
+def _ours(attributes: dict[str, Any]) -> bool:
+    return any(key.startswith(("gen_ai.", "openai_latency.")) for key in attributes)
+
+
+def collect_calls(spans: Iterable[Span]) -> Collected:
+    """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
+    openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children."""
+    candidates: list[Span] = []
+    # (trace id, parent span id) -> [(span id, phase, seconds)]
+    children: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
+    collected = Collected([])
+    for span in spans:
+        phase = span.attributes.get(PHASE_KEY)
+        if isinstance(phase, str):
+            collected.phase_spans += 1
+            children[(span.trace_id, span.parent_span_id)].append((span.span_id, phase, span.duration_s))
+        elif _ours(span.attributes):
+            candidates.append(span)
+        else:
+            collected.other_names[span.name] += 1
+    for span in candidates:
+        direct = children.get((span.trace_id, span.span_id), [])
+        attributes = span.attributes
+        is_operation = bool(direct) or any(
+            key == "gen_ai.operation.name"
+            or key.startswith(PHASE_PREFIX)
+            or key == "openai_latency.dominant_phase"
+            for key in attributes
+        )
+        if not is_operation:
+            collected.other_names[span.name] += 1
+            continue
+        collected.calls.append(_call(span, direct, children))
+    return collected
+
+
+def _call(
+    span: Span,
+    direct: list[tuple[str, str, float]],
+    children: dict[tuple[str, str], list[tuple[str, str, float]]],
+) -> Call:
+    attributes = span.attributes
+    phases: dict[str, float] = defaultdict(float)
+    http: dict[str, float] = defaultdict(float)
+    for span_id, phase, seconds in direct:
+        phases[phase] += seconds
+        for _, sub_phase, sub_seconds in children.get((span.trace_id, span_id), []):
+            http[sub_phase] += sub_seconds
+    if not direct:  # phase spans off (or not exported): the operation's summed attributes
+        for key, value in attributes.items():
+            number = finite(value)
+            if key.startswith(PHASE_PREFIX) and number is not None:
+                phases[key[len(PHASE_PREFIX) :]] = number
+    address, port = attributes.get("server.address"), attributes.get("server.port")
+    endpoint = f"{address}:{port}" if address and port not in (None, "") else str(address or "-")
+    model = attributes.get("gen_ai.request.model") or attributes.get("gen_ai.response.model") or "-"
+    operation = attributes.get("gen_ai.operation.name") or span.name
+    error = attributes.get("error.type")
+    if error is None and span.status_error:
+        error = "_OTHER"
+    dominant = attributes.get("openai_latency.dominant_phase")
+    return Call(
+        name=span.name,
+        keys={
+            "endpoint": endpoint,
+            "model": str(model),
+            "operation": str(operation),
+            "provider": str(attributes.get("gen_ai.provider.name") or "-"),
+            "service": span.service or "-",
+        },
+        duration=span.duration_s,
+        phases=dict(phases),
+        http=dict(http),
+        error_type=None if error is None else str(error),
+        ttft=finite(attributes.get("openai_latency.time_to_first_token")),
+        tpot=finite(attributes.get("openai_latency.time_per_output_token")),
+        consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
+        dominant_attribute=dominant if isinstance(dominant, str) else None,
+    )
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (see the module docstring)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    h = (len(sorted_values) - 1) * q
+    low = math.floor(h)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (h - low) * (sorted_values[high] - sorted_values[low])
+
+
+@dataclass(frozen=True)
+class Dist:
+    n: int
+    p50: float
+    p95: float
+    p99: float
+    min: float
+    max: float
+    mean: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Dist | None:
+        ordered = sorted(values)
+        if not ordered:
+            return None
+        p50, p95, p99 = (percentile(ordered, q) for _, q in QUANTILES)
+        return cls(len(ordered), p50, p95, p99, ordered[0], ordered[-1], statistics.fmean(ordered))
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "n": self.n, "p50": self.p50, "p95": self.p95, "p99": self.p99,
+            "min": self.min, "max": self.max, "mean": self.mean,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    name: str
+    dist: Dist
+    #: This phase's time over the group's total call time.
+    share: float
+
+
+@dataclass
+class SlowCalls:
+    rule: str  # "p95" or "threshold"
+    threshold: float
+    calls: int
+    dominant: str | None = None
+    dominant_calls: int = 0
+    #: Median, over the slow calls, of the dominant phase's share of the call (NaN when unknown).
+    median_share: float = math.nan
+    by_phase: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class GroupStats:
+    key: dict[str, str]
+    calls: int
+    errors: dict[str, int]
+    duration: Dist
+    phases: list[PhaseStats]
+    http: list[PhaseStats]
+    ttft: Dist | None
+    tpot: Dist | None
+    consumer_time: Dist | None
+    slow: SlowCalls
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.key.values()) or "all calls"
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
+def summarize(
+    calls: Sequence[Call], by: Sequence[str], slow_threshold: float | None = None
+) -> list[GroupStats]:
+    groups: dict[tuple[str, ...], list[Call]] = defaultdict(list)
+    for call in calls:
+        groups[tuple(call.keys[name] for name in by)].append(call)
+    ordered = sorted(groups, key=lambda key: [_natural(value) for value in key])
+    return [_group(dict(zip(by, key, strict=True)), groups[key], slow_threshold) for key in ordered]
+
+
+def _natural(text: str) -> list[tuple[int, int | str]]:
+    """Sort key with numbers compared as numbers: ``host:8080`` before ``host:10000``."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part]
+
+
+def _phase_stats(
+    calls: Sequence[Call], attribute: str, order: Sequence[str], total: float
+) -> list[PhaseStats]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for call in calls:
+        for name, seconds in getattr(call, attribute).items():
+            values[name].append(seconds)
+    names = sorted(values, key=lambda name: (order.index(name) if name in order else len(order), name))
+    result = []
+    for name in names:
+        dist = Dist.of(values[name])
+        if dist is not None:
+            result.append(PhaseStats(name, dist, sum(values[name]) / total if total > 0 else 0.0))
+    return result
+
+
+def _group(key: dict[str, str], calls: list[Call], slow_threshold: float | None) -> GroupStats:
+    duration = Dist.of(call.duration for call in calls)
+    assert duration is not None  # a group has at least one call
+    total = sum(call.duration for call in calls)
+    errors = Counter(call.error_type for call in calls if call.error_type is not None)
+    return GroupStats(
+        key=key,
+        calls=len(calls),
+        errors=dict(sorted(errors.items(), key=lambda item: (-item[1], item[0]))),
+        duration=duration,
+        phases=_phase_stats(calls, "phases", PHASES, total),
+        http=_phase_stats(calls, "http", HTTP_PHASES, total),
+        ttft=Dist.of(call.ttft for call in calls if call.ttft is not None),
+        tpot=Dist.of(call.tpot for call in calls if call.tpot is not None),
+        consumer_time=Dist.of(call.consumer_time for call in calls if call.consumer_time is not None),
+        slow=slow_calls(calls, duration, slow_threshold),
+    )
+
+
+def slow_calls(calls: Sequence[Call], duration: Dist, threshold: float | None) -> SlowCalls:
+    """Slow = duration >= the group's p95 (always at least the slowest call), or >= ``threshold``.
+
+    The dominant phase is the one that is the largest phase of the most slow calls (ties: the larger
+    median share, then call order)."""
+    rule, limit = ("p95", duration.p95) if threshold is None else ("threshold", threshold)
+    slow = [call for call in calls if call.duration >= limit]
+    result = SlowCalls(rule, limit, len(slow))
+    winners = [(call, found) for call in slow if (found := call.dominant()) is not None]
+    if not winners:
+        return result
+    counts = Counter(phase for _, (phase, _) in winners)
+
+    def median_share(phase: str) -> float:
+        shares = [call.phases.get(phase, 0.0) / call.duration for call, _ in winners if call.duration > 0]
+        if not shares or all(not call.phases for call, _ in winners):
+            return math.nan
+        return statistics.median(shares)
+
+    dominant = max(counts, key=lambda phase: (counts[phase], _nan_low(median_share(phase)), -_order(phase)))
+    result.dominant, result.dominant_calls = dominant, counts[dominant]
+    result.median_share = median_share(dominant)
+    result.by_phase = dict(sorted(counts.items(), key=lambda item: (-item[1], _order(item[0]))))
+    return result
+
+
+def _nan_low(value: float) -> float:
+    return -1.0 if math.isnan(value) else value

@@ -1,0 +1,409 @@
+"""OpenAI wire-format bodies and SSE events, with deterministic text: ``"tok0 tok1 ..."``.
+
+One word per content chunk; usage counts those words as completion tokens and the words of the
+input as prompt tokens. Stream events are built as ready-to-send ``bytes`` (SSE text, not yet framed
+as HTTP chunks) from string templates, so a chunk costs a string join, not a ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from .script import Script
+
+JSON = dict[str, Any]
+Event = tuple[str, bytes]  # (record kind, SSE text)
+
+DEFAULT_MODEL: Final = "gpt-4o-mini"
+DONE: Final[Event] = ("done", b"data: [DONE]\n\n")
+MALFORMED: Final = b"data: {not json\n\n"
+STREAM_ERROR_MESSAGE: Final = "The server had an error while processing your request. Sorry about that!"
+MODELS: Final = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "o4-mini", "text-embedding-3-small")
+CREATED: Final = 1_700_000_000
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def sse(data: str) -> bytes:
+    return f"data: {data}\n\n".encode()
+
+
+def count_words(value: object) -> int:
+    """Rough prompt tokens: words of the strings under ``content``/``text``/``input`` (token ids count 1)."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):
+        return sum(1 if isinstance(v, int) else count_words(v) for v in value)
+    if isinstance(value, dict):
+        return sum(count_words(v) for k, v in value.items() if k in ("content", "text", "input"))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPlan:
+    """A stream as data: the engine paces ``content`` and injects scripted faults between its chunks."""
+
+    preamble: list[Event]
+    content: list[Event]
+    epilogue: list[Event]
+    error_event: Callable[[int], bytes]  # events sent so far -> the SSE text of an in-stream error
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What the fake "model" says for one request."""
+
+    id: str
+    model: str
+    words: list[str]  # chunk texts; "".join(words) is the whole text
+    prompt_tokens: int
+    script: Script
+
+    @property
+    def text(self) -> str:
+        return "".join(self.words)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.words)
+
+
+def make_output(request_hex: str, model: str, prompt: object, script: Script) -> Output:
+    words = [f"tok{i}" if i == 0 else f" tok{i}" for i in range(script.chunks)]
+    return Output(request_hex[:24], model, words, max(1, count_words(prompt)), script)
+
+
+def _chat_error_event(_sent: int) -> bytes:
+    body = {"message": STREAM_ERROR_MESSAGE, "type": "server_error", "param": None, "code": "server_error"}
+    return sse(dumps({"error": body}))
+
+
+def _usage_chat(out: Output, n: int = 1) -> JSON:
+    completion = out.completion_tokens * n
+    return {
+        "prompt_tokens": out.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": out.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+# -- chat completions ------------------------------------------------------------------------------
+
+
+def _tool_arguments(words: list[str]) -> list[str]:
+    """Argument pieces whose concatenation is the JSON ``{"text": "tok0 tok1 ..."}``."""
+    if not words:
+        return ['{"text": ""}']
+    pieces = list(words)
+    pieces[0] = '{"text": "' + pieces[0]
+    pieces[-1] += '"}'
+    return pieces
+
+
+def _finish_reason(out: Output) -> str:
+    return out.script.finish_reason or ("tool_calls" if out.script.tool_call else "stop")
+
+
+def chat_json(out: Output, n: int) -> JSON:
+    message: JSON = {"role": "assistant", "content": out.text, "refusal": None, "annotations": []}
+    if out.script.tool_call:
+        message["content"] = None
+        call = {"name": "fake_tool", "arguments": "".join(_tool_arguments(out.words))}
+        message["tool_calls"] = [{"id": f"call_{out.id}", "type": "function", "function": call}]
+    choices = [
+        {"index": i, "message": message, "logprobs": None, "finish_reason": _finish_reason(out)}
+        for i in range(n)
+    ]
+    body: JSON = {
+        "id": f"chatcmpl-{out.id}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": out.model,
+        "choices": choices,
+        "service_tier": "default",
+        "system_fingerprint": "fp_fake",
+    }
+    if out.script.usage != "never":
+        body["usage"] = _usage_chat(out, n)
+    return body
+
+
+def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
+    head = (
+        f'{{"id":"chatcmpl-{out.id}","object":"chat.completion.chunk","created":{CREATED},'
+        f'"model":{dumps(out.model)},"service_tier":"default","system_fingerprint":"fp_fake","choices":['
+    )
+
+    def choice(delta: str, finish: str = "null") -> bytes:
+        return sse(f'{head}{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}]}}')
+
+    if out.script.tool_call:
+        role = choice('{"role":"assistant","content":null,"refusal":null}')
+        pieces = _tool_arguments(out.words)
+        content = [
+            choice(
+                f'{{"tool_calls":[{{"index":0,"id":"call_{out.id}","type":"function",'
+                f'"function":{{"name":"fake_tool","arguments":{dumps(pieces[0])}}}}}]}}'
+            )
+        ]
+        content += [
+            choice(f'{{"tool_calls":[{{"index":0,"function":{{"arguments":{dumps(p)}}}}}]}}')
+            for p in pieces[1:]
+        ]
+        content = content[: len(out.words)]
+    else:
+        role = choice('{"role":"assistant","content":"","refusal":null}')
+        content = [choice(f'{{"content":{dumps(word)}}}') for word in out.words]
+    epilogue: list[Event] = [("finish", choice("{}", dumps(_finish_reason(out))))]
+    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
+        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
+    epilogue.append(DONE)
+    return StreamPlan([("role", role)], [("content", c) for c in content], epilogue, _chat_error_event)
+
+
+# -- legacy completions ----------------------------------------------------------------------------
+
+
+def completion_json(out: Output, n: int) -> JSON:
+    choices = [
+        {"text": out.text, "index": i, "logprobs": None, "finish_reason": _finish_reason(out)}
+        for i in range(n)
+    ]
+    body: JSON = {
+        "id": f"cmpl-{out.id}",
+        "object": "text_completion",
+        "created": CREATED,
+        "model": out.model,
+        "choices": choices,
+        "system_fingerprint": "fp_fake",
+    }
+    if out.script.usage != "never":
+        body["usage"] = _usage_chat(out, n)
+    return body
+
+
+def completion_stream(out: Output, include_usage: bool) -> StreamPlan:
+    head = (
+        f'{{"id":"cmpl-{out.id}","object":"text_completion","created":{CREATED},'
+        f'"model":{dumps(out.model)},"system_fingerprint":"fp_fake","choices":['
+    )
+
+    def choice(text: str, finish: str = "null") -> bytes:
+        return sse(f'{head}{{"text":{dumps(text)},"index":0,"logprobs":null,"finish_reason":{finish}}}]}}')
+
+    epilogue: list[Event] = [("finish", choice("", dumps(_finish_reason(out))))]
+    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
+        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
+    epilogue.append(DONE)
+    return StreamPlan([], [("text", choice(word)) for word in out.words], epilogue, _chat_error_event)
+
+
+# -- Responses -------------------------------------------------------------------------------------
+
+
+def _response_error() -> JSON:
+    return {"code": "server_error", "message": STREAM_ERROR_MESSAGE}
+
+
+def response_json(out: Output, status: str | None = None, include_output: bool = True) -> JSON:
+    """A Responses ``response`` object (``status`` defaults to the script's ``response-status``)."""
+    status = status or out.script.response_status
+    body: JSON = {
+        "id": f"resp_{out.id}",
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "background": False,
+        "error": _response_error() if status == "failed" else None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": None,
+        "max_output_tokens": None,
+        "metadata": {},
+        "model": out.model,
+        "output": [_message_item(out, status)] if include_output and status != "failed" else [],
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": True,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": None,
+        "user": None,
+    }
+    if include_output and out.script.usage != "never" and status != "in_progress":
+        body["usage"] = {
+            "input_tokens": out.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": out.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": out.prompt_tokens + out.completion_tokens,
+        }
+    return body
+
+
+def _text_part(text: str) -> JSON:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def _message_item(out: Output, status: str, content: bool = True) -> JSON:
+    return {
+        "id": f"msg_{out.id}",
+        "type": "message",
+        "status": "incomplete" if status == "incomplete" else "completed" if content else "in_progress",
+        "role": "assistant",
+        "content": [_text_part(out.text)] if content else [],
+    }
+
+
+def responses_stream(out: Output) -> StreamPlan:
+    item_id = f"msg_{out.id}"
+    status = out.script.response_status
+    where = f'"item_id":"{item_id}","output_index":0,"content_index":0'
+    events: list[tuple[str, JSON]] = [
+        ("response.created", {"response": response_json(out, "in_progress", include_output=False)}),
+        ("response.in_progress", {"response": response_json(out, "in_progress", include_output=False)}),
+        ("response.output_item.added", {"output_index": 0, "item": _message_item(out, "", content=False)}),
+        (
+            "response.content_part.added",
+            {"item_id": item_id, "output_index": 0, "content_index": 0, "part": _text_part("")},
+        ),
+    ]
+    preamble = [_response_event(kind, i, data) for i, (kind, data) in enumerate(events)]
+    seq = len(preamble)
+    content: list[Event] = []
+    for word in out.words:
+        kind = "response.output_text.delta"
+        data = f'{{"type":"{kind}","sequence_number":{seq},{where},"delta":{dumps(word)},"logprobs":[]}}'
+        content.append((f"event:{kind}", f"event: {kind}\ndata: {data}\n\n".encode()))
+        seq += 1
+    if status == "failed":
+        closing: list[tuple[str, JSON]] = [("response.failed", {"response": response_json(out)})]
+    else:
+        item = _message_item(out, status)
+        closing = [
+            (
+                "response.output_text.done",
+                {"item_id": item_id, "output_index": 0, "content_index": 0, "text": out.text, "logprobs": []},
+            ),
+            (
+                "response.content_part.done",
+                {"item_id": item_id, "output_index": 0, "content_index": 0, "part": _text_part(out.text)},
+            ),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            (f"response.{status}", {"response": response_json(out)}),
+        ]
+    epilogue = [_response_event(kind, seq + i, data) for i, (kind, data) in enumerate(closing)]
+
+    def error_event(sent: int) -> bytes:
+        data = {"code": "server_error", "message": STREAM_ERROR_MESSAGE, "param": None}
+        return _response_event("error", sent, data)[1]
+
+    return StreamPlan(preamble, content, epilogue, error_event)
+
+
+def _response_event(kind: str, seq: int, data: JSON) -> Event:
+    payload = dumps({"type": kind, "sequence_number": seq, **data})
+    return f"event:{kind}", f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+# -- other endpoints -------------------------------------------------------------------------------
+
+
+def embeddings_json(body: JSON, model: str) -> JSON:
+    inputs = body.get("input", "")
+    if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
+        inputs = [inputs]
+    dims = body.get("dimensions") or 8
+    dims = dims if isinstance(dims, int) and 0 < dims <= 65536 else 8
+    as_base64 = body.get("encoding_format") == "base64"
+    data = []
+    for index in range(len(inputs) if isinstance(inputs, list) else 1):
+        vector = [round(((index * 31 + j * 7) % 100) / 100 - 0.5, 4) for j in range(dims)]
+        embedding: object = vector
+        if as_base64:
+            embedding = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode("ascii")
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    tokens = max(1, count_words({"input": inputs}))
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def model_json(model_id: str) -> JSON:
+    return {"id": model_id, "object": "model", "created": CREATED, "owned_by": "openai"}
+
+
+def models_json() -> JSON:
+    return {"object": "list", "data": [model_json(m) for m in MODELS]}
+
+
+@cache
+def tiny_png_base64() -> str:
+    """A valid 1x1 grey PNG, built once."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)  # 1x1, 8-bit greyscale
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+    return base64.b64encode(png + chunk(b"IEND", b"")).decode("ascii")
+
+
+def images_json(body: JSON) -> JSON:
+    n = body.get("n") if isinstance(body.get("n"), int) else 1
+    prompt = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+    return {
+        "created": CREATED,
+        "data": [{"b64_json": tiny_png_base64(), "revised_prompt": prompt} for _ in range(max(1, n or 1))],
+    }
+
+
+def files_json() -> JSON:
+    files = [
+        {
+            "id": f"file-fake{i}",
+            "object": "file",
+            "bytes": 1024 * (i + 1),
+            "created_at": CREATED,
+            "filename": f"data{i}.jsonl",
+            "purpose": "fine-tune",
+            "status": "processed",
+        }
+        for i in range(2)
+    ]
+    return {
+        "object": "list",
+        "data": files,
+        "has_more": False,
+        "first_id": "file-fake0",
+        "last_id": "file-fake1",
+    }
+
+
+def not_found_json(method: str, path: str) -> JSON:
+    message = f"Invalid URL ({method} {path})"
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}

@@ -1,0 +1,311 @@
+"""Script keys: what a request (``x-fake-<key>`` headers) or the server (``defaults``) asks the fake to do.
+
+A request header wins over the server default. Times are milliseconds (floats allowed); "after N" counts
+content chunks already sent (0 = before the first one). An unknown key or bad value gets a 400.
+
+==========================  =====================================================================
+``delay-ms``                wait before the response headers (every request, failures included)
+``ttft-ms``                 stream: after the role-only first chunk, before the first content chunk
+``chunks``                  content chunks, one word each: ``"tok0"``, ``" tok1"``, ... (default 5)
+``chunk-delay-ms``          stream: between content chunks
+``jitter-ms``, ``seed``     each chunk delay += uniform(-jitter, +jitter), floored at 0; ``seed``
+                            makes the sequence reproducible
+``stall-after``, ``stall-ms``  one extra pause after content chunk N
+``body-delay-ms``           non-stream: headers first, the body this much later
+``fail-attempts``           attempts whose ``x-stainless-retry-count`` < N fail with ``fail-status``
+``fail-status``             status of those failures (default 429; body shaped for the status)
+``retry-after-ms``,         header values sent on failures (verbatim)
+``retry-after``,
+``should-retry``            (``x-should-retry``)
+``error``                   always fail with an OpenAI error body: ``invalid_api_key`` 401,
+                            ``model_not_found`` 404, ``context_length_exceeded`` 400,
+                            ``rate_limit_exceeded`` 429, ``insufficient_quota`` 429,
+                            ``server_error`` 500, ``overloaded`` 503 (``code`` = the key)
+``status``                  force a status: >= 400 with a generic error body, else the normal body
+``disconnect-after``        stream: abort the socket after N content chunks (no ``[DONE]``);
+                            non-stream: abort right after the headers
+``malformed-after``         stream: then ``data: {not json`` and the end of the body
+``stream-error-after``      stream: then an in-stream error (chat/completions ``{"error": ...}``,
+                            Responses an ``error`` event) and the end of the body
+``processing-ms``           ``openai-processing-ms`` value (default: ms spent before the headers)
+``usage``                   ``auto`` (streams only with ``stream_options.include_usage``), ``always``,
+                            ``never``
+``finish-reason``           default ``stop`` (``tool_calls`` with ``tool-call``)
+``tool-call``               ``1``: chat output is a ``fake_tool`` call with streamed arguments
+``response-status``         Responses: ``completed``, ``failed`` (``response.failed``),
+                            ``incomplete`` (``response.incomplete``)
+``ratelimit-<name>``        ``x-ratelimit-<name>`` header; defaults in :data:`DEFAULT_RATE_LIMITS`
+==========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+HEADER_PREFIX: Final = "x-fake-"
+
+UsageMode = Literal["auto", "always", "never"]
+ResponseStatus = Literal["completed", "failed", "incomplete"]
+
+#: Rate-limit headers sent on every response, by script key (the header is ``x-<key>``).
+DEFAULT_RATE_LIMITS: Final[Mapping[str, str]] = {
+    "ratelimit-limit-requests": "10000",
+    "ratelimit-limit-tokens": "10000000",
+    "ratelimit-remaining-requests": "9999",
+    "ratelimit-remaining-tokens": "9999000",
+    "ratelimit-reset-requests": "1s",
+    "ratelimit-reset-tokens": "6m0s",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSpec:
+    """An OpenAI-shaped error: HTTP status and the fields of the ``error`` object."""
+
+    status: int
+    type: str
+    code: str | None
+    param: str | None
+    message: str
+
+    def body(self, model: str) -> dict[str, object]:
+        return {
+            "error": {
+                "message": self.message.format(model=model),
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+#: The ``error`` script key's values, with bodies shaped like the ones OpenAI sends.
+ERRORS: Final[Mapping[str, ErrorSpec]] = {
+    "invalid_api_key": ErrorSpec(
+        401,
+        "invalid_request_error",
+        "invalid_api_key",
+        None,
+        "Incorrect API key provided: sk-fake***. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+    ),
+    "model_not_found": ErrorSpec(
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        None,
+        "The model `{model}` does not exist or you do not have access to it.",
+    ),
+    "context_length_exceeded": ErrorSpec(
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
+        "messages",
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+        "130000 tokens. Please reduce the length of the messages.",
+    ),
+    "rate_limit_exceeded": ErrorSpec(
+        429,
+        "requests",
+        "rate_limit_exceeded",
+        None,
+        "Rate limit reached for {model} in organization org-fake on requests per min (RPM): "
+        "Limit 10000, Used 10000, Requested 1. Please try again in 6ms.",
+    ),
+    "insufficient_quota": ErrorSpec(
+        429,
+        "insufficient_quota",
+        "insufficient_quota",
+        None,
+        "You exceeded your current quota, please check your plan and billing details.",
+    ),
+    "server_error": ErrorSpec(
+        500,
+        "server_error",
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+    ),
+    "overloaded": ErrorSpec(
+        503,
+        "server_error",
+        "overloaded",
+        None,
+        "The engine is currently overloaded, please try again later.",
+    ),
+}
+
+
+def error_for_status(status: int) -> ErrorSpec:
+    """The body sent for a scripted status (``status``, ``fail-status``) without a named error."""
+    for spec in ERRORS.values():
+        if spec.status == status and spec.code in ("rate_limit_exceeded", "server_error", "overloaded"):
+            return spec
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return ErrorSpec(status, kind, None, None, f"Fake server: scripted status {status}.")
+
+
+class ScriptError(ValueError):
+    """A script key is unknown or its value cannot be used."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{HEADER_PREFIX}{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """The parsed script of one request. Times are seconds; ``None`` means "not scripted"."""
+
+    delay: float = 0.0
+    ttft: float = 0.0
+    chunks: int = 5
+    chunk_delay: float = 0.0
+    jitter: float = 0.0
+    seed: int | None = None
+    stall_after: int | None = None
+    stall: float = 0.0
+    body_delay: float = 0.0
+    fail_attempts: int = 0
+    fail_status: int = 429
+    retry_after_ms: str | None = None
+    retry_after: str | None = None
+    should_retry: str | None = None
+    error: ErrorSpec | None = None
+    status: int | None = None
+    disconnect_after: int | None = None
+    malformed_after: int | None = None
+    stream_error_after: int | None = None
+    processing_ms: str | None = None
+    usage: UsageMode = "auto"
+    finish_reason: str | None = None
+    tool_call: bool = False
+    response_status: ResponseStatus = "completed"
+    rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
+
+
+def _ms(key: str, value: str) -> float:
+    try:
+        ms = float(value)
+    except ValueError:
+        raise ScriptError(key, f"expected milliseconds, got {value!r}") from None
+    if not ms >= 0 or ms == float("inf"):
+        raise ScriptError(key, f"expected a finite number >= 0, got {value!r}")
+    return ms / 1000.0
+
+
+def _count(key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ScriptError(key, f"expected an integer, got {value!r}") from None
+    if number < 0:
+        raise ScriptError(key, f"expected an integer >= 0, got {value!r}")
+    return number
+
+
+def _status(key: str, value: str) -> int:
+    number = _count(key, value)
+    if not 200 <= number <= 599:
+        raise ScriptError(key, f"expected an HTTP status 200-599, got {value!r}")
+    return number
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ScriptError(key, f"expected one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _flag(key: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ScriptError(key, f"expected 1 or 0, got {value!r}")
+
+
+def _error(key: str, value: str) -> ErrorSpec:
+    try:
+        return ERRORS[value]
+    except KeyError:
+        raise ScriptError(key, f"expected one of {', '.join(ERRORS)}, got {value!r}") from None
+
+
+# key -> (Script field, converter). Converters take (key, raw string).
+_Converter = Callable[[str, str], object]
+
+_FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
+    "delay-ms": ("delay", _ms),
+    "ttft-ms": ("ttft", _ms),
+    "chunks": ("chunks", _count),
+    "chunk-delay-ms": ("chunk_delay", _ms),
+    "jitter-ms": ("jitter", _ms),
+    "seed": ("seed", _count),
+    "stall-after": ("stall_after", _count),
+    "stall-ms": ("stall", _ms),
+    "body-delay-ms": ("body_delay", _ms),
+    "fail-attempts": ("fail_attempts", _count),
+    "fail-status": ("fail_status", _status),
+    "retry-after-ms": ("retry_after_ms", None),
+    "retry-after": ("retry_after", None),
+    "should-retry": ("should_retry", None),
+    "error": ("error", _error),
+    "status": ("status", _status),
+    "disconnect-after": ("disconnect_after", _count),
+    "malformed-after": ("malformed_after", _count),
+    "stream-error-after": ("stream_error_after", _count),
+    "processing-ms": ("processing_ms", None),
+    "usage": ("usage", lambda k, v: _choice(k, v, ("auto", "always", "never"))),
+    "finish-reason": ("finish_reason", None),
+    "tool-call": ("tool_call", _flag),
+    "response-status": ("response_status", lambda k, v: _choice(k, v, ("completed", "failed", "incomplete"))),
+}
+
+#: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.
+SCRIPT_KEYS: Final[tuple[str, ...]] = (*_FIELDS, *DEFAULT_RATE_LIMITS)
+
+
+def normalize_key(key: str) -> str:
+    """``"x-fake-delay-ms"``, ``"delay_ms"`` and ``"delay-ms"`` all name the key ``"delay-ms"``."""
+    key = key.strip().lower().replace("_", "-")
+    if key.startswith(HEADER_PREFIX):
+        key = key[len(HEADER_PREFIX) :]
+    if key not in _FIELDS and key not in DEFAULT_RATE_LIMITS:
+        raise ScriptError(key, f"unknown script key (known: {', '.join(SCRIPT_KEYS)})")
+    return key
+
+
+def normalize_defaults(defaults: Mapping[str, object] | None) -> dict[str, str]:
+    """Validate a ``defaults`` mapping and turn it into wire strings keyed by script key."""
+    raw: dict[str, str] = {}
+    for key, value in (defaults or {}).items():
+        if value is None:
+            continue
+        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        raw[normalize_key(key)] = text
+    parse_script(raw)  # fail early, at construction, on bad values
+    return raw
+
+
+def parse_script(raw: Mapping[str, str]) -> Script:
+    """Build a :class:`Script` from script keys (without prefix) to raw string values."""
+    values: dict[str, object] = {}
+    rate_limits: dict[str, str] | None = None
+    for key, text in raw.items():
+        spec = _FIELDS.get(key)
+        if spec is None:
+            if key not in DEFAULT_RATE_LIMITS:
+                raise ScriptError(key, "unknown script key")
+            if rate_limits is None:
+                rate_limits = dict(DEFAULT_RATE_LIMITS)
+            rate_limits[key] = text
+            continue
+        name, convert = spec
+        values[name] = text if convert is None else convert(key, text)
+    if rate_limits is not None:
+        values["rate_limits"] = rate_limits
+    return Script(**values)  # type: ignore[arg-type]

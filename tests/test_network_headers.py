@@ -1,0 +1,69 @@
+"""Response headers -> attributes: request id, processing time, network overhead, rate limits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from openai_latency.fake_server import SpawnedServer
+from tests import netkit
+from tests.netkit import MESSAGES, attr, network_waits, sub_phases
+from tests.spans import Captured, duration_ns
+
+RESETS = [("6m0s", 360.0), ("1.5s", 1.5), ("120ms", 0.12), ("1h2m3.5s", 3723.5), ("2", 2.0)]
+
+
+@pytest.mark.parametrize(("raw", "seconds"), RESETS, ids=[r for r, _ in RESETS])
+def test_headers_to_attributes(
+    instrument: Callable[..., Captured], timing_server: SpawnedServer, raw: str, seconds: float
+) -> None:
+    captured = instrument()
+    client = netkit.client(timing_server.base_url)
+    client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        extra_headers={
+            "x-fake-delay-ms": "100",
+            "x-fake-processing-ms": "42",
+            "x-fake-ratelimit-limit-requests": "500",
+            "x-fake-ratelimit-limit-tokens": "200000",
+            "x-fake-ratelimit-remaining-requests": "499",
+            "x-fake-ratelimit-remaining-tokens": "199123",
+            "x-fake-ratelimit-reset-requests": raw,
+            "x-fake-ratelimit-reset-tokens": "6m0s",
+        },
+    )
+    op = captured.operation()
+    request_id = attr(op, "openai_latency.request_id")
+    assert isinstance(request_id, str) and request_id.startswith("req_")
+    assert timing_server.record(request_id).path == "/v1/chat/completions"
+    assert attr(op, "openai_latency.server.processing_time") == pytest.approx(0.042)
+    server_wait = duration_ns(sub_phases(captured, network_waits(captured, op)[0])["http.server_wait"]) / 1e9
+    assert attr(op, "openai_latency.network.overhead") == pytest.approx(server_wait - 0.042, abs=1e-6)
+    assert attr(op, "openai_latency.ratelimit.limit_requests") == 500
+    assert attr(op, "openai_latency.ratelimit.limit_tokens") == 200000
+    assert attr(op, "openai_latency.ratelimit.remaining_requests") == 499
+    assert attr(op, "openai_latency.ratelimit.remaining_tokens") == 199123
+    assert attr(op, "openai_latency.ratelimit.reset_requests") == pytest.approx(seconds)
+    assert attr(op, "openai_latency.ratelimit.reset_tokens") == pytest.approx(360.0)
+
+
+def test_headers_of_the_final_attempt(
+    instrument: Callable[..., Captured], timing_server: SpawnedServer
+) -> None:
+    captured = instrument()
+    client = netkit.client(timing_server.base_url)
+    client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        extra_headers={
+            "x-fake-fail-attempts": "1",
+            "x-fake-retry-after-ms": "10",
+            "x-fake-processing-ms": "7",
+        },
+    )
+    op = captured.operation()
+    record = timing_server.record(attr(op, "openai_latency.request_id"))
+    assert record.attempt == 1 and record.status == 200
+    assert attr(op, "openai_latency.server.processing_time") == pytest.approx(0.007)
