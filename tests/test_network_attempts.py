@@ -43,6 +43,7 @@ def test_retried_status_attempt_and_backoff(
         "openai.request_build",
         "openai.network_wait",
         "openai.retry_backoff",
+        "openai.request_build",
         "openai.network_wait",
         "openai.response_read",
     ]
@@ -87,6 +88,7 @@ async def test_connection_errors_are_failed_attempts(
         "openai.request_build",
         "openai.network_wait",
         "openai.retry_backoff",
+        "openai.request_build",
         "openai.network_wait",
     ]
     lib = netkit.http_lib().__name__

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ._guard import report
 from .timeline import Attempt, clock
 
 SyncTrace = Callable[[str, Any], None]
@@ -34,8 +35,8 @@ def install_sync(extensions: MutableMapping[str, Any], attempt: Attempt) -> None
     def trace(event_name: str, info: Any) -> None:
         try:
             _record(attempt, event_name)
-        except Exception:  # pragma: no cover - appending to a list
-            pass
+        except Exception:
+            report("http trace event")
         if user is not None:
             user(event_name, info)
 
@@ -48,8 +49,8 @@ def install_async(extensions: MutableMapping[str, Any], attempt: Attempt) -> Non
     async def trace(event_name: str, info: Any) -> None:
         try:
             _record(attempt, event_name)
-        except Exception:  # pragma: no cover - appending to a list
-            pass
+        except Exception:
+            report("http trace event")
         if user is not None:
             await user(event_name, info)
 

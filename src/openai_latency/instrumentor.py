@@ -84,7 +84,10 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         settings = load_settings(kwargs)
         tracer = trace.get_tracer(
-            "openai_latency", __version__, tracer_provider=kwargs.get("tracer_provider"), schema_url=SCHEMA_URL
+            "openai_latency",
+            __version__,
+            tracer_provider=kwargs.get("tracer_provider"),
+            schema_url=SCHEMA_URL,
         )
         meter = metrics.get_meter(
             "openai_latency", __version__, meter_provider=kwargs.get("meter_provider"), schema_url=SCHEMA_URL

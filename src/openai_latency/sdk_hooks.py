@@ -27,9 +27,9 @@ from . import attributes as attrs
 from . import content, http_trace, stream_usage
 from ._guard import guarded
 from .operation import Operation, OperationKind, Telemetry
+from .routing import fallback_kind, path_template
 from .streams import traced_async_stream, traced_stream
 from .timeline import Attempt, Backoff, clock
-from .routing import fallback_kind, path_template
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -86,7 +86,9 @@ class Hooks:
             op.content = content.capture_request(self.telemetry, kind, kwargs)
         return op
 
-    def run_sync(self, op: Operation, wrapped: Callable[..., Any], args: Any, kwargs: Any, stream: bool) -> Any:
+    def run_sync(
+        self, op: Operation, wrapped: Callable[..., Any], args: Any, kwargs: Any, stream: bool
+    ) -> Any:
         token = CURRENT.set(op)
         context_token = otel_context.attach(op.context)
         try:
@@ -154,7 +156,11 @@ class Hooks:
     async def _await_operation(
         self, kind: OperationKind, instance: Any, kwargs: Any, coro: Any, usage_injected: bool = False
     ) -> Any:
-        op = None if CURRENT.get() is not None else self.start(kind, getattr(instance, "_client", None), kwargs)
+        op = (
+            None
+            if CURRENT.get() is not None
+            else self.start(kind, getattr(instance, "_client", None), kwargs)
+        )
         if op is None:
             return await coro
         op.usage_injected = usage_injected
@@ -271,7 +277,9 @@ class Hooks:
             if backoff is not None:
                 backoff.end_ns = clock()
 
-    def async_sleep_for_retry(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    def async_sleep_for_retry(
+        self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    ) -> Any:
         op = CURRENT.get()
         if op is None:
             return wrapped(*args, **kwargs)

@@ -124,13 +124,18 @@ class Timeline:
         last_index = len(self.attempts) - 1
         for i, attempt in enumerate(self.attempts):
             backoff = self.backoffs[i] if i < len(self.backoffs) else None
-            # A failed attempt lasts until the SDK decides to retry; the backoff until the next send
-            # (the retry's request rebuild is part of waiting to retry).
+            # A failed attempt lasts until the SDK decides to retry, then come the backoff sleep and
+            # the retry's request_build.
             attempt_end = backoff.start_ns if backoff is not None and i < last_index else None
             phases.append(_network_wait(attempt, i == last_index, end, http_subphases, attempt_end))
             if backoff is not None:
-                next_start = self.attempts[i + 1].start_ns if i < last_index else 0
-                phases.append(_backoff(backoff, next_start))
+                phases.append(_backoff(backoff))
+                if i < last_index and backoff.end_ns:
+                    # the SDK rebuilds the request after the sleep: that is request building again
+                    rebuild = {"http.request.resend_count": i + 1}
+                    phases.append(
+                        Phase("request_build", backoff.end_ns, self.attempts[i + 1].start_ns, rebuild)
+                    )
         headers = self.headers_ns
         if headers:
             if self.streaming:
@@ -164,15 +169,14 @@ def _network_wait(
     return Phase("network_wait", attempt.start_ns, end, attributes, children)
 
 
-def _backoff(backoff: Backoff, next_send: int) -> Phase:
+def _backoff(backoff: Backoff) -> Phase:
     attributes: dict[str, Any] = {
         "openai_latency.retry.reason": backoff.reason,
         "openai_latency.retry.delay_source": backoff.delay_source,
     }
     if backoff.delay_s is not None:
         attributes["openai_latency.retry.delay"] = backoff.delay_s
-    end = next_send or backoff.end_ns or backoff.start_ns
-    return Phase("retry_backoff", backoff.start_ns, end, attributes)
+    return Phase("retry_backoff", backoff.start_ns, backoff.end_ns or backoff.start_ns, attributes)
 
 
 def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:

@@ -46,7 +46,7 @@ CALLS: list[tuple[str, bool, dict[str, str], list[str]]] = [
         "retried",
         False,
         {"x-fake-fail-attempts": "1", "x-fake-fail-status": "429", "x-fake-retry-after-ms": "20"},
-        ["request_build", "network_wait", "retry_backoff", "network_wait", "response_read"],
+        ["request_build", "network_wait", "retry_backoff", "request_build", "network_wait", "response_read"],
     ),
 ]
 

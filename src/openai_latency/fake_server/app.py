@@ -10,6 +10,7 @@ import random
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final, cast
 
 from . import payloads
@@ -99,19 +100,10 @@ class FakeApp:
         self._defaults = (raw, parse_script(raw))
 
     def protocol(self) -> asyncio.Protocol:
-        connection_id = next(self._connection_ids)
-
-        def http11() -> asyncio.Protocol:
-            return Connection(self.handle, connection_id, self.connections)
-
+        args = (self.handle, next(self._connection_ids), self.connections)
         if not self.http2 or h2_protocol is None:
-            return http11()
-        h2 = h2_protocol
-
-        def http2() -> asyncio.Protocol:
-            return h2.H2Connection(self.handle, connection_id, self.connections)
-
-        return AlpnSwitch({"h2": http2}, http11)
+            return Connection(*args)
+        return AlpnSwitch({"h2": partial(h2_protocol.H2Connection, *args)}, partial(Connection, *args))
 
     # -- entry point ------------------------------------------------------------------------------
 

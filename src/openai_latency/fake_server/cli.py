@@ -23,7 +23,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--port", type=int, default=8000, help="port, 0 for any free one (default: %(default)s)"
     )
-    parser.add_argument("--certfile", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument(
+        "--certfile",
+        help="serve HTTPS with this PEM certificate chain (and HTTP/2 by ALPN if h2 is installed)",
+    )
     parser.add_argument("--keyfile", help="private key for --certfile")
     script = parser.add_argument_group("script defaults")
     for key in SCRIPT_KEYS:

@@ -251,6 +251,8 @@ class H2Connection(asyncio.Protocol):
             if stream is not None:
                 stream.reset = True
                 stream.wake()
+                if stream.request_index < 0:  # reset before the request was complete: nobody serves it
+                    self._streams.pop(stream.stream_id, None)
         elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
             stream_id = getattr(event, "stream_id", 0)
             for stream in list(self._streams.values()) if not stream_id else [self._streams.get(stream_id)]:
