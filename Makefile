@@ -41,7 +41,9 @@ matrix: stack-tools
 peer: $(STAMP)
 	bash scripts/peer-suite.sh $(PY)
 
-test: lint matrix peer
+# -k: every part runs and reports, and the target fails if any did
+test:
+	$(MAKE) -k lint matrix peer
 
 clean:
 	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache

@@ -92,7 +92,9 @@ async def _consume(result: Any, is_async: bool, stream: bool) -> Any:
     return result
 
 
-def _check_sub_phases(captured: Captured, op: Any, record: RequestRecord) -> dict[str, Any]:
+def _check_sub_phases(
+    captured: Captured, op: Any, record: RequestRecord, client_may_hold_headers: bool = False
+) -> dict[str, Any]:
     """HTTP/2 on the network_wait; http.* children in order, tiling it; server_wait = the server's wait."""
     wait = network_waits(captured, op)[0]
     assert attr(wait, "network.protocol.version") == "2"
@@ -104,9 +106,14 @@ def _check_sub_phases(captured: Captured, op: Any, record: RequestRecord) -> dic
     subs = sub_phases(captured, wait)
     assert record.headers_sent_ns is not None
     server_wait = subs["http.server_wait"]
-    assert_close_ns(
-        duration_ns(server_wait), record.headers_sent_ns - record.received_ns, "server_wait vs log"
-    )
+    if client_may_hold_headers:
+        # httpcore 1.x's sync HTTP/2 reads the connection under one lock: a stream's headers can sit in
+        # the client while another thread's read holds it. The span shows when the caller got them.
+        assert duration_ns(server_wait) >= record.headers_sent_ns - record.received_ns - 3 * MS
+    else:
+        assert_close_ns(
+            duration_ns(server_wait), record.headers_sent_ns - record.received_ns, "server_wait vs log"
+        )
     # the wait spans the server's: the request was sent before the server had it, headers came after
     assert start_mono(server_wait) <= record.received_ns + 3 * MS
     assert end_mono(server_wait) >= record.headers_sent_ns - 3 * MS
@@ -275,8 +282,11 @@ async def _two_concurrent_calls(
         bool(attr(network_waits(captured, op)[0], "openai_latency.connection.reused")) for op in ops
     )
     assert reused == [False, True]
+    legacy_sync = not is_async and netkit.http_lib().__name__ == "httpx"
     for op in ops:
-        subs = _check_sub_phases(captured, op, records[op.context.span_id])
+        subs = _check_sub_phases(
+            captured, op, records[op.context.span_id], client_may_hold_headers=legacy_sync
+        )
         assert ("http.tls" in subs) is (attr(op, "openai_latency.connection.reused") is False)
         assert_tiles(op, captured.phases(op))
 

@@ -12,7 +12,7 @@ import base64
 import json
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,16 +247,28 @@ def test_slow_threshold_names_the_dominant_phase(
     exported: Exported, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = _json([str(exported.jsonl), "--slow-threshold", "0.2"], capsys)
+    # what the spans say (a loaded machine may make one more call cross 200 ms than scripted)
+    expected = {}
+    for endpoint, model in ((exported.endpoint_a, "gpt-4o-mini"), (exported.endpoint_b, "gpt-4o")):
+        slow = [op for op in _operations(exported.spans, endpoint, model) if _seconds(op) >= 0.2]
+        expected[model] = Counter(str((op.attributes or {})["openai_latency.dominant_phase"]) for op in slow)
     slow_a = _group(report, endpoint=exported.endpoint_a, model="gpt-4o-mini")["slow"]
-    assert (slow_a["rule"], slow_a["threshold"], slow_a["calls"]) == ("threshold", 0.2, 3)
-    assert slow_a["dominant_phase"] == "network_wait" and slow_a["by_phase"] == {"network_wait": 3}
+    assert (slow_a["rule"], slow_a["threshold"]) == ("threshold", 0.2)
+    assert (
+        slow_a["calls"] == sum(expected["gpt-4o-mini"].values())
+        and slow_a["by_phase"] == expected["gpt-4o-mini"]
+    )
+    assert slow_a["dominant_phase"] == "network_wait" and slow_a["by_phase"]["network_wait"] >= 3  # scripted
     slow_b = _group(report, endpoint=exported.endpoint_b, model="gpt-4o")["slow"]
-    assert slow_b["calls"] == 2 and slow_b["by_phase"] == {"first_token": 2}
+    assert slow_b["calls"] == sum(expected["gpt-4o"].values()) and slow_b["by_phase"] == expected["gpt-4o"]
+    assert slow_b["by_phase"]["first_token"] >= 2  # scripted
 
     code, out, _ = _report([str(exported.jsonl), "--slow-threshold", "0.2"], capsys)
     assert code == 0
-    assert "slow calls (>= 200.0 ms): 3 of 21; dominant phase network_wait in 3 of 3, median share" in out
-    assert "slow calls (>= 200.0 ms): 2 of 12; dominant phase first_token in 2 of 2" in out
+    n_a, n_b = slow_a["calls"], slow_b["calls"]
+    a_net, b_first = slow_a["by_phase"]["network_wait"], slow_b["by_phase"]["first_token"]
+    assert f"slow calls (>= 200.0 ms): {n_a} of 21; dominant phase network_wait in {a_net} of {n_a}" in out
+    assert f"slow calls (>= 200.0 ms): {n_b} of 12; dominant phase first_token in {b_first} of {n_b}" in out
 
 
 def test_text_table(exported: Exported, capsys: pytest.CaptureFixture[str]) -> None:

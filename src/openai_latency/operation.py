@@ -237,8 +237,15 @@ class Operation:
         if output_tokens is None and st.output_chunks:
             output_tokens = st.output_chunks
             out["openai_latency.usage.estimated"] = True
-        if output_tokens and output_tokens > 1 and st.output_gaps:
-            # server time from the first to the last output chunk, from the gaps that were observed
+        if (
+            output_tokens
+            and output_tokens > 1
+            and st.output_gaps
+            and st.output_gaps * 2 >= st.output_chunks - 1
+        ):
+            # Server time from the first to the last output chunk, from the gaps that were observed.
+            # Only when most were: a caller slower than the server observes only the server's
+            # slowest gaps (the others were buffered), and those alone would overstate the pace.
             span_ns = st.output_gap_ns / st.output_gaps * (st.output_chunks - 1)
             out["openai_latency.time_per_output_token"] = span_ns * _NS / (output_tokens - 1)
         return out
