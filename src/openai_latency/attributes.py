@@ -62,11 +62,14 @@ _RATELIMIT_HEADERS = (
     "reset-requests",
     "reset-tokens",
 )
+_WANTED_HEADERS = frozenset(
+    ("x-request-id", "openai-processing-ms", *("x-ratelimit-" + name for name in _RATELIMIT_HEADERS))
+)
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-def _is_given(value: Any) -> bool:
+def is_given(value: Any) -> bool:
     """False for None and the SDK's NOT_GIVEN / Omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
 
@@ -76,12 +79,12 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
     if api_type:
         attributes[openai_attrs.OPENAI_API_TYPE] = api_type
     model = kwargs.get("model")
-    if _is_given(model):
+    if is_given(model):
         attributes[gen_ai.GEN_AI_REQUEST_MODEL] = str(model)
     attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
     for name, key in _REQUEST_PARAMS.items():
         value = kwargs.get(name)
-        if _is_given(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_given(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
             attributes[key] = value
     stop = kwargs.get("stop")
     if isinstance(stop, str):
@@ -234,15 +237,17 @@ def header_attributes(headers: Mapping[str, str] | None) -> dict[str, Any]:
     """x-request-id, openai-processing-ms and x-ratelimit-* of the final response."""
     if headers is None:
         return {}
+    # One pass over the headers (an httpx lookup scans them all, and we want nine)
+    wanted = {name: value for name, value in headers.items() if name in _WANTED_HEADERS}
     attributes: dict[str, Any] = {}
-    request_id = headers.get("x-request-id")
+    request_id = wanted.get("x-request-id")
     if request_id:
         attributes["openai_latency.request_id"] = request_id
-    processing = _parse_float(headers.get("openai-processing-ms"))
+    processing = _parse_float(wanted.get("openai-processing-ms"))
     if processing is not None:
         attributes["openai_latency.server.processing_time"] = processing / 1000.0
     for name in _RATELIMIT_HEADERS:
-        raw = headers.get("x-ratelimit-" + name)
+        raw = wanted.get("x-ratelimit-" + name)
         if raw is None:
             continue
         value = parse_reset_duration(raw) if name.startswith("reset") else _parse_int(raw)

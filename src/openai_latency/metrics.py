@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Histogram, Meter
 
 # Explicit bucket advice of the GenAI semantic conventions (docs/gen-ai/gen-ai-metrics.md).
 # Client metrics: operation.duration, time_to_first_chunk and time_per_output_chunk share one set.
@@ -70,51 +70,63 @@ class Measurements:
     """error.type of every retried attempt."""
 
 
+# attribute of Metrics -> (instrument name, unit, description, bucket advice)
+_HISTOGRAMS = {
+    "duration": ("gen_ai.client.operation.duration", "s", "GenAI operation duration.", DURATION_BUCKETS),
+    "token_usage": (
+        "gen_ai.client.token.usage",
+        "{token}",
+        "Number of input and output tokens used.",
+        TOKEN_BUCKETS,
+    ),
+    "time_to_first_chunk": (
+        "gen_ai.client.operation.time_to_first_chunk",
+        "s",
+        "Time from the start of the call to the first chunk of the response stream.",
+        DURATION_BUCKETS,
+    ),
+    "time_per_output_chunk": (
+        "gen_ai.client.operation.time_per_output_chunk",
+        "s",
+        "Server-side time between two chunks (the caller's own time excluded).",
+        DURATION_BUCKETS,
+    ),
+    "time_to_first_token": (
+        "openai_latency.time_to_first_token",
+        "s",
+        "Call start to the first output-bearing chunk, caller time excluded.",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "time_per_output_token": (
+        "openai_latency.time_per_output_token",
+        "s",
+        "Server-side time per output token after the first.",
+        TIME_PER_OUTPUT_TOKEN_BUCKETS,
+    ),
+    "phase_duration": (
+        "openai_latency.phase.duration",
+        "s",
+        "Duration of one phase of a call (attribute openai_latency.phase).",
+        PHASE_BUCKETS,
+    ),
+}
+
+
 class Metrics:
+    duration: Histogram
+    token_usage: Histogram
+    time_to_first_chunk: Histogram
+    time_per_output_chunk: Histogram
+    time_to_first_token: Histogram
+    time_per_output_token: Histogram
+    phase_duration: Histogram
+
     def __init__(self, meter: Meter) -> None:
-        histogram = meter.create_histogram
-        self.duration = histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.token_usage = histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )
-        self.time_to_first_chunk = histogram(
-            "gen_ai.client.operation.time_to_first_chunk",
-            unit="s",
-            description="Time from the start of the call to the first chunk of the response stream.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.time_per_output_chunk = histogram(
-            "gen_ai.client.operation.time_per_output_chunk",
-            unit="s",
-            description="Server-side time between two chunks (the caller's own time excluded).",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.time_to_first_token = histogram(
-            "openai_latency.time_to_first_token",
-            unit="s",
-            description="Call start to the first output-bearing chunk, caller time excluded.",
-            explicit_bucket_boundaries_advisory=TIME_TO_FIRST_TOKEN_BUCKETS,
-        )
-        self.time_per_output_token = histogram(
-            "openai_latency.time_per_output_token",
-            unit="s",
-            description="Server-side time per output token after the first.",
-            explicit_bucket_boundaries_advisory=TIME_PER_OUTPUT_TOKEN_BUCKETS,
-        )
-        self.phase_duration = histogram(
-            "openai_latency.phase.duration",
-            unit="s",
-            description="Duration of one phase of a call (attribute openai_latency.phase).",
-            explicit_bucket_boundaries_advisory=PHASE_BUCKETS,
-        )
+        for attribute, (name, unit, description, buckets) in _HISTOGRAMS.items():
+            histogram = meter.create_histogram(
+                name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+            )
+            setattr(self, attribute, histogram)
         self.retries = meter.create_counter(
             "openai_latency.retries",
             unit="{retry}",

@@ -27,7 +27,7 @@ from . import attributes as attrs
 from . import content, http_trace, stream_usage
 from ._guard import guarded
 from .operation import Operation, OperationKind, Telemetry
-from .routing import fallback_kind, path_template
+from .routing import OTHER, fallback_kind, path_template
 from .streams import traced_async_stream, traced_stream
 from .timeline import Attempt, Backoff, clock
 
@@ -51,15 +51,7 @@ class Hooks:
 
     @guarded()
     def start(self, kind: OperationKind, client: Any, kwargs: Mapping[str, Any]) -> Operation | None:
-        start_ns = clock()
-        attributes = attrs.request_attributes(kwargs, kind.operation, kind.api_type)
-        attributes.update(attrs.client_attributes(client))
-        model = attributes.get("gen_ai.request.model")
-        name = f"{kind.operation} {model}" if model else kind.operation
-        op = Operation(self.telemetry, kind, name, attributes, start_ns)
-        if self.capture_content:
-            op.content = content.capture_request(self.telemetry, kind, kwargs)
-        return op
+        return self._open(clock(), kind, client, kwargs)
 
     @guarded()
     def start_fallback(self, client: Any, options: Any, stream: bool) -> Operation | None:
@@ -70,15 +62,27 @@ class Hooks:
         kwargs: dict[str, Any] = dict(body) if isinstance(body, Mapping) else {}
         kwargs["stream"] = stream
         kind = fallback_kind(method, path)
+        if kind is not OTHER:  # a chat/embeddings/... call that reached only the fallback
+            return self._open(start_ns, kind, client, kwargs)
+        template = path_template(path)
+        http = {"http.request.method": method, "url.template": template}
+        return self._open(start_ns, kind, client, kwargs, f"openai {method} {template}", http)
+
+    def _open(
+        self,
+        start_ns: int,
+        kind: OperationKind,
+        client: Any,
+        kwargs: Mapping[str, Any],
+        name: str | None = None,
+        http: dict[str, Any] | None = None,
+    ) -> Operation:
         attributes = attrs.request_attributes(kwargs, kind.operation, kind.api_type)
         attributes.update(attrs.client_attributes(client))
-        if kind.operation == "openai":
-            template = path_template(path)
+        if http is not None:  # not a GenAI operation: an HTTP call of the SDK
             del attributes["gen_ai.operation.name"]
-            attributes["http.request.method"] = method
-            attributes["url.template"] = template
-            name = f"openai {method} {template}"
-        else:
+            attributes.update(http)
+        if name is None:
             model = attributes.get("gen_ai.request.model")
             name = f"{kind.operation} {model}" if model else kind.operation
         op = Operation(self.telemetry, kind, name, attributes, start_ns)

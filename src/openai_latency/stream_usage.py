@@ -14,14 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._guard import guarded
+from .attributes import is_given
 from .operation import OperationKind
 
 INCLUDE_USAGE = {"include_usage": True}
-
-
-def _is_given(value: Any) -> bool:
-    """False for a missing argument: None and the SDK's NOT_GIVEN / Omit sentinels."""
-    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
 
 
 @guarded()
@@ -29,7 +25,7 @@ def with_usage(kind: OperationKind, kwargs: Mapping[str, Any]) -> dict[str, Any]
     """The kwargs to send with ``stream_options.include_usage`` added, or None to send them unchanged."""
     if kind.stream_kind != "chat" or kwargs.get("stream") is not True:
         return None
-    if _is_given(kwargs.get("stream_options")):
+    if is_given(kwargs.get("stream_options")):
         return None
     extra_body = kwargs.get("extra_body")
     if isinstance(extra_body, Mapping) and "stream_options" in extra_body:
