@@ -241,6 +241,30 @@ def test_late_iteration_counts_as_consumer_time_not_ttft(captured: Captured, tim
     assert a["openai_latency.stream.consumer_time"] >= 0.150
     assert a["openai_latency.time_to_first_token"] < 0.120  # but the caller's time is not TTFT
     assert a["openai_latency.time_to_first_token"] >= 0.050
+    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120  # nor time to first chunk
+
+
+def test_caller_work_that_overlaps_the_servers_is_not_taken_off_ttft(
+    captured: Captured, timing_server: Any
+) -> None:
+    client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
+    _warm(client)
+    captured.clear()
+    script = {"x-fake-ttft-ms": "100", "x-fake-chunks": "3"}
+    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=script)
+    for _chunk in stream:
+        time.sleep(0.040)  # 40 ms on the role-only chunk, while the server still works on the first token
+    op = captured.operation()
+    a = attrs(op)
+    record = _record(timing_server, a)
+    # The first content chunk had to be waited for: it arrived when the server sent it, and the
+    # caller's 40 ms ran in parallel with the server's 100 ms, so none of it comes off TTFT.
+    assert_close_ns(
+        round(a["openai_latency.time_to_first_token"] * 1e9),
+        record.content_event_ns[0] - start_mono(op),
+        "time_to_first_token",
+    )
+    assert a["openai_latency.stream.consumer_time"] >= 0.040 * 4
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -20,12 +20,15 @@ SyncTrace = Callable[[str, Any], None]
 AsyncTrace = Callable[[str, Any], Awaitable[None]]
 
 _HEADERS_RECEIVED = "receive_response_headers.complete"
+_CONNECT = "connection.connect_tcp.started"
 
 
 def _record(attempt: Attempt, name: str) -> None:
     now = clock()
     attempt.events.append((name, now))
-    if name.endswith(_HEADERS_RECEIVED) and not attempt.headers_ns:
+    if name == _CONNECT:
+        attempt.new_connection = True
+    elif not attempt.headers_ns and name.endswith(_HEADERS_RECEIVED):
         attempt.headers_ns = now
 
 

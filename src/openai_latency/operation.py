@@ -155,8 +155,7 @@ class Operation:
             # The provider reported an error inside the stream (Responses `error` / `response.failed`).
             error, end_state = attrs.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
-        # Metrics get the http.* sub-phases whatever the span detail (phase_spans only shapes traces).
-        phases = timeline.phases(settings.http_subphases or self.telemetry.metrics is not None)
+        phases = timeline.phases(settings.http_subphases)
         summary = dict(self.result_attributes)
         summary.update(self._summary(phases))
         if timeline.streaming:
@@ -205,7 +204,9 @@ class Operation:
             headers = attrs.header_attributes(last.response_headers)
             out.update(headers)
             processing = headers.get("openai_latency.server.processing_time")
-            server_wait = _server_wait_ns(phases)
+            server_wait = last.server_wait_ns
+            if server_wait is None and last.headers_ns:  # no trace events: the whole attempt
+                server_wait = last.headers_ns - last.start_ns
             if processing is not None and server_wait is not None:
                 out["openai_latency.network.overhead"] = server_wait * _NS - processing
         return out
@@ -272,14 +273,12 @@ class Operation:
 
     def _measurements(self, phases: list[Phase], attributes: dict[str, Any]) -> Measurements:
         st = self.stream
+        # One phase.duration point per phase, whatever phase_spans says; http.* sub-phases only come
+        # with phase_spans=detailed (a metric point costs the SDK about as much as a span).
         flat: list[tuple[str, float]] = []
-        detailed = self.telemetry.settings.http_subphases
         for phase in phases:
             flat.append((phase.name, phase.duration_ns * _NS))
-            if detailed:  # http.* points follow the http.* spans: each metric point costs ~as much as a span
-                flat.extend(
-                    (child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children
-                )
+            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
         retried = [a.error_type or str(a.status_code or "_OTHER") for a in self.timeline.attempts[:-1]]
         streaming = self.timeline.streaming
         return Measurements(
@@ -317,14 +316,3 @@ def _emit(tracer: Tracer, parent: Any, span_name: str, phase_name: str, phase: P
     )
     span.end(end_time=to_epoch_ns(phase.end_ns))
     return span
-
-
-def _server_wait_ns(phases: list[Phase]) -> int | None:
-    """http.server_wait of the final attempt, else its whole network_wait."""
-    waits = [phase for phase in phases if phase.name == "network_wait"]
-    if not waits:
-        return None
-    for child in waits[-1].children:
-        if child.name == "http.server_wait":
-            return child.duration_ns
-    return waits[-1].duration_ns

@@ -7,7 +7,8 @@ helper works) and only its inner generator is wrapped by :func:`traced_stream`.
 Per chunk the wrapper reads the clock twice, updates a few integers and asks the operation's
 observer whether the chunk carries output. Time blocked inside the SDK's ``next`` is *wait* (server
 and network); time between handing a chunk out and being asked for the next is *consumer* time.
-Gaps, time per output token and stalls use server-side gaps only (:func:`_on_chunk`).
+Gaps, time per output token, stalls and time to first token use server-side times only
+(:func:`_on_chunk`).
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     index = st.chunks
     st.chunks = index + 1
     gap = 0
+    blocked = wait > BLOCKED_NS
     if index == 0:
-        st.first_chunk_ns = t1
-    elif wait > BLOCKED_NS:
+        # arrival: now if we had to wait for it, else it waited while the caller was elsewhere
+        st.first_chunk_ns = t1 if blocked else t1 - st.consumer_ns
+    elif blocked:
         gap = t1 - st.last_activity_ns
         st.gaps.append(gap)
         if gap > st.max_gap_ns:
@@ -146,7 +149,9 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     if observe(st, item):
         if not st.output_chunks:
             op.timeline.first_output_ns = t1
-            st.consumer_before_output_ns = st.consumer_ns
+            # Waited for: it arrived now, and the caller's earlier work overlapped the server's.
+            # Buffered: the caller's time since it arrived is unknown, so none of it counts.
+            st.consumer_before_output_ns = 0 if blocked else st.consumer_ns
         elif gap:
             st.output_gap_ns += gap
             st.output_gaps += 1

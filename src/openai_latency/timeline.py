@@ -43,6 +43,8 @@ class Attempt:
     events: list[tuple[str, int]] = field(default_factory=list)
     """httpcore ``trace`` events as (name, ns), in arrival order."""
     dns: tuple[int, int] | None = None
+    new_connection: bool = False
+    """httpcore opened a connection (TCP connect) for this attempt."""
 
     def event_times(self) -> dict[str, int]:
         """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
@@ -52,10 +54,16 @@ class Attempt:
         return times
 
     @property
+    def server_wait_ns(self) -> int | None:
+        """Request body sent -> response headers (http.server_wait), None without both trace events."""
+        times = self.event_times()
+        sent = times.get("send_request_body.complete") or times.get("send_request_headers.complete")
+        headers = times.get("receive_response_headers.complete")
+        return headers - sent if sent and headers else None
+
+    @property
     def connection_reused(self) -> bool | None:
-        if not self.events:
-            return None
-        return not any(name.startswith("connection.connect_tcp") for name, _ in self.events)
+        return not self.new_connection if self.events else None
 
 
 @dataclass

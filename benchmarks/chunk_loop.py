@@ -1,0 +1,76 @@
+"""Time of the per-chunk loop alone: the SDK's stream generator wrapped by ``traced_stream``.
+
+DESIGN §9 allows ~2 µs per chunk: a clock read, a type check, a few number updates. This feeds
+one real ``ChatCompletionChunk`` (with content) through a plain generator, bare and wrapped, and
+reports the difference per chunk. No HTTP and no SSE parsing, so nothing but our loop is measured
+(the end-of-stream work, spans and metric points, is per stream: see instructions.py).
+
+    python benchmarks/chunk_loop.py [--chunks 200000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from openai_latency.config import load_settings
+from openai_latency.operation import Operation, OperationKind, Telemetry
+from openai_latency.streams import traced_stream
+from openai_latency.timeline import clock
+
+CHAT = OperationKind("chat", "chat_completions", "chat")
+
+
+def _chunk() -> Any:
+    from openai.types.chat import ChatCompletionChunk
+
+    return ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}],
+        }
+    )
+
+
+def _source(item: Any, count: int) -> Iterator[Any]:
+    for _ in range(count):
+        yield item
+
+
+def _drain(iterator: Iterator[Any]) -> int:
+    start = time.perf_counter_ns()
+    for _ in iterator:
+        pass
+    return time.perf_counter_ns() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    telemetry = Telemetry(TracerProvider().get_tracer("bench"), None, load_settings({}))
+    item = _chunk()
+    added: list[float] = []
+    for _ in range(args.repeat):
+        bare = _drain(_source(item, args.chunks))
+        op = Operation(telemetry, CHAT, "chat bench", {}, clock())
+        op.timeline.streaming = True
+        wrapped = _drain(traced_stream(_source(item, args.chunks), op))
+        added.append((wrapped - bare) / args.chunks / 1000)
+    added.sort()
+    median = added[len(added) // 2]
+    print(f"traced_stream adds {median:.2f} µs per chunk (median of {args.repeat}; budget ~2 µs)")
+
+
+if __name__ == "__main__":
+    main()
