@@ -228,6 +228,19 @@ def test_consumer_time_is_not_server_time(captured: Captured, timing_server: Any
 def test_late_iteration_counts_as_consumer_time_not_ttft(captured: Captured, timing_server: Any) -> None:
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
     _warm(client)
+    # The chunks wait in the socket while the caller sleeps, so each next() only parses. Only when
+    # that parse takes over 2 ms (a loaded machine) does a chunk look waited-for and its arrival
+    # time becomes the hand-over: a few runs, one must pass; a real bug fails all of them.
+    for attempt in range(3):
+        try:
+            _late_iteration(captured, client)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
+
+
+def _late_iteration(captured: Captured, client: openai.OpenAI) -> None:
     captured.clear()
     script = {"x-fake-delay-ms": "50", "x-fake-chunks": "3"}
     stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=script)
@@ -239,9 +252,8 @@ def test_late_iteration_counts_as_consumer_time_not_ttft(captured: Captured, tim
     first_token = next(p for p in captured.phases(op) if p.name == "openai.first_token")
     assert duration_ns(first_token) >= 150 * MS  # wall clock: the span still covers the wait
     assert a["openai_latency.stream.consumer_time"] >= 0.150
-    assert a["openai_latency.time_to_first_token"] < 0.120  # but the caller's time is not TTFT
-    assert a["openai_latency.time_to_first_token"] >= 0.050
-    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120  # nor time to first chunk
+    assert 0.050 <= a["openai_latency.time_to_first_token"] < 0.120, a  # but the caller's time is not TTFT
+    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120, a  # nor time to first chunk
 
 
 def test_caller_work_that_overlaps_the_servers_is_not_taken_off_ttft(

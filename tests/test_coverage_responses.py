@@ -5,6 +5,7 @@ Real SDK against the fake server; stream timing against the server's own log (``
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import openai
@@ -287,6 +288,28 @@ def test_response_failed_event(captured: Captured, server: Any) -> None:
     assert type(last) is ResponseFailedEvent
     assert last.response.error is not None and last.response.error.code == "server_error"
     a = _check_stream_error(captured, "server_error")
+    assert a["gen_ai.response.finish_reasons"] == ("failed",)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_non_stream_failed_response_is_an_error(captured: Captured, server: Any, mode: str) -> None:
+    """HTTP 200 with ``status: failed``: the SDK returns the Response, the span says it failed."""
+    kwargs: dict[str, Any] = {
+        "model": MODEL,
+        "input": "hello",
+        "extra_headers": _script(response_status="failed"),
+    }
+    if mode == "sync":
+        response = _client(server).responses.create(**kwargs)
+    else:
+        response = asyncio.run(_aclient(server).responses.create(**kwargs))
+    assert response.status == "failed" and response.error is not None  # the caller's object, unchanged
+    op = captured.operation()
+    assert op.status.status_code == StatusCode.ERROR
+    a = attrs(op)
+    assert a["error.type"] == response.error.code == "server_error"
+    assert a["http.response.status_code"] == 200
+    assert "openai_latency.stream.end_state" not in a
     assert a["gen_ai.response.finish_reasons"] == ("failed",)
 
 

@@ -172,23 +172,31 @@ def embedding_dimensions(data: Any) -> int | None:
     return None
 
 
-class ProviderStreamError(Exception):
-    """An error the provider reported *inside* a stream (a Responses ``error`` event or
-    ``response.failed``). Never raised: the caller gets the SDK's own event; this only carries the
-    provider's code and message to the operation span (``error.type``, status, exception event)."""
+class ProviderError(Exception):
+    """An error the provider reported in a successful HTTP response: a Responses ``error`` event or
+    ``response.failed`` in a stream, or a returned ``Response`` whose status is ``failed``. Never
+    raised: the caller gets the SDK's own object; this only carries the provider's code and message
+    to the operation span (``error.type``, status, exception event)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}" if message else code)
         self.code = code
 
 
-def stream_error(item: Any) -> ProviderStreamError:
+def stream_error(item: Any) -> ProviderError:
     """The error a stream's error item (``ResponseError``, ``ResponseErrorEvent``...) describes."""
     code = getattr(item, "code", None)
     message = getattr(item, "message", None)
-    return ProviderStreamError(
+    return ProviderError(
         code if isinstance(code, str) and code else "_OTHER", message if isinstance(message, str) else ""
     )
+
+
+def failed_response_error(result: Any) -> ProviderError | None:
+    """The provider's error when a non-stream Responses call returned a ``failed`` Response (HTTP 200)."""
+    if getattr(result, "object", None) != "response" or getattr(result, "status", None) != "failed":
+        return None
+    return stream_error(getattr(result, "error", None) or result)
 
 
 def finish_reasons(choices: Any) -> list[str]:

@@ -118,12 +118,14 @@ class Operation:
         if streaming:
             self.timeline.streaming = True
             return
+        error = None
         try:
             self.result_attributes = attrs.response_attributes(result)
             if self.content is not None:
                 self.content.result = result
+            error = attrs.failed_response_error(result)
         finally:
-            self.finish(end_ns=now)
+            self.finish(end_ns=now, error=error)
 
     @guarded()
     def failed(self, exc: BaseException) -> None:
