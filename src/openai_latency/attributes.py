@@ -184,7 +184,7 @@ class ProviderError(Exception):
 
 
 def stream_error(item: Any) -> ProviderError:
-    """The error a stream's error item (``ResponseError``, ``ResponseErrorEvent``...) describes."""
+    """The error an error item (``ResponseError``, ``ResponseErrorEvent``...) describes."""
     code = getattr(item, "code", None)
     message = getattr(item, "message", None)
     return ProviderError(
