@@ -107,36 +107,67 @@ def test_span_only_puts_schema_json_on_the_span(full: Callable[..., Full], serve
     assert data is not None and MARKER not in data.to_json()
 
 
-@pytest.mark.parametrize("limit", [40, 75])
-def test_span_only_truncates_each_value_at_the_limit(
-    full: Callable[..., Full], server: Any, limit: int
+def _assert_cut_from(value: Any, whole: Any) -> None:
+    """``value`` is ``whole`` with some strings cut to a prefix followed by the truncation marker."""
+    if isinstance(whole, str):
+        assert value == whole or (
+            value.endswith(TRUNCATION_MARKER) and whole.startswith(value[: -len(TRUNCATION_MARKER)])
+        ), (value, whole)
+    elif isinstance(whole, dict):
+        assert isinstance(value, dict) and value.keys() == whole.keys()
+        for key in whole:
+            _assert_cut_from(value[key], whole[key])
+    elif isinstance(whole, list):
+        assert isinstance(value, list) and len(value) == len(whole)
+        for item, original in zip(value, whole, strict=True):
+            _assert_cut_from(item, original)
+    else:
+        assert value == whole
+
+
+@pytest.mark.parametrize(
+    ("key", "whole"),
+    [
+        ("gen_ai.input.messages", EXPECTED_INPUT),
+        ("gen_ai.output.messages", EXPECTED_OUTPUT),
+        ("gen_ai.tool.definitions", EXPECTED_TOOLS),
+    ],
+)
+def test_span_only_cuts_a_value_to_the_limit_as_valid_json(
+    full: Callable[..., Full], server: Any, key: str, whole: Any
 ) -> None:
+    limit = len(_compact(whole)) - 5  # just too long: its strings get cut
     cap = full(capture_content="span_only", content_max_length=limit)
     _chat_calls(server)
-    expected = {
-        "gen_ai.input.messages": _compact(EXPECTED_INPUT),
-        "gen_ai.output.messages": _compact(EXPECTED_OUTPUT),
-        "gen_ai.tool.definitions": _compact(EXPECTED_TOOLS),
-    }
     for op in cap.captured.operations():
-        a = attrs(op)
-        for key, whole in expected.items():
-            assert len(whole) > limit
-            assert a[key] == whole[:limit] + TRUNCATION_MARKER, key
+        value = attrs(op)[key]
+        assert len(value) <= limit and TRUNCATION_MARKER in value
+        _assert_cut_from(json.loads(value), whole)
+
+
+def test_a_structure_too_big_for_the_limit_is_cut_as_text(full: Callable[..., Full], server: Any) -> None:
+    limit = 30  # less than the messages' structure with every string emptied
+    cap = full(capture_content="span_only", content_max_length=limit)
+    _chat_calls(server)
+    for op in cap.captured.operations():
+        whole = _compact(EXPECTED_INPUT)
+        assert attrs(op)["gen_ai.input.messages"] == whole[:limit] + TRUNCATION_MARKER
 
 
 def test_stream_output_is_accumulated_within_the_limit(full: Callable[..., Full], server: Any) -> None:
     """A long stream with a small limit: the value is the truncated whole, collected text stays bounded."""
-    limit = 80
+    limit = 120
     cap = full(capture_content="span_only", content_max_length=limit)
     stream = _client(server).chat.completions.create(
         model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers={"x-fake-chunks": "300"}
     )
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    whole = _compact(
-        [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}]
-    )
-    assert attrs(cap.captured.operation())["gen_ai.output.messages"] == whole[:limit] + TRUNCATION_MARKER
+    whole = [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}]
+    value = attrs(cap.captured.operation())["gen_ai.output.messages"]
+    assert len(value) <= limit
+    output = json.loads(value)
+    _assert_cut_from(output, whole)
+    assert output[0]["parts"][0]["content"].endswith(TRUNCATION_MARKER)
 
 
 def test_event_only_emits_one_log_record_in_the_trace(full: Callable[..., Full], server: Any) -> None:

@@ -6,11 +6,11 @@
 operation span (``span_only``), one log record ``gen_ai.client.inference.operation.details``
 through the OTel Logs API (``event_only``), or both (``span_and_event``).
 
-Each value is a JSON string; one longer than ``content_max_length`` characters keeps its first
-``content_max_length`` characters followed by :data:`TRUNCATION_MARKER` (and is then no longer
-valid JSON). Request values are serialized when the call starts (the caller's objects are not
-kept); stream output is collected by an observer that exists only while capture is on, and never
-holds more text than the limit.
+Each value is a JSON string of at most ``content_max_length`` characters: when the whole is
+longer, the longest strings inside (message texts, tool arguments...) are cut to a common length
+and end with :data:`TRUNCATION_MARKER`, so the value stays valid JSON (:func:`fit`). Request values
+are serialized when the call starts (the caller's objects are not kept); stream output is collected
+by an observer that exists only while capture is on, and never holds more text than the limit.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class ContentCapture:
 
     def set(self, key: str, value: Any) -> None:
         if value:
-            self.values[key] = truncate(_dumps(value), self.limit)
+            self.values[key] = fit(value, self.limit)
 
     # --- streams --------------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class ContentCapture:
         values = dict(self.values)
         output = self._output_messages(op)
         if output:
-            values[OUTPUT] = truncate(_dumps(output), self.limit)
+            values[OUTPUT] = fit(output, self.limit)
         if not values:
             return
         if self.mode in SPAN_MODES:
@@ -211,8 +211,38 @@ class ContentCapture:
         return messages
 
 
-def truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + TRUNCATION_MARKER
+def fit(value: Any, limit: int) -> str:
+    """``value`` as JSON of at most ``limit`` characters, still valid JSON.
+
+    Too long, the strings inside it are cut to the largest common length that fits (a binary
+    search), each cut one ending in :data:`TRUNCATION_MARKER`. Only when the structure alone (every
+    string empty) does not fit is the JSON text itself cut and marked, and no longer valid JSON.
+    """
+    text = _dumps(value)
+    if len(text) <= limit:
+        return text
+    value = _cap_strings(value, limit)  # bounds the size of every trial below
+    best: str | None = None
+    low, high = 0, limit
+    while low <= high:
+        keep = (low + high) // 2
+        candidate = _dumps(_cap_strings(value, keep))
+        if len(candidate) <= limit:
+            best, low = candidate, keep + 1
+        else:
+            high = keep - 1
+    return best if best is not None else text[:limit] + TRUNCATION_MARKER
+
+
+def _cap_strings(value: Any, keep: int) -> Any:
+    """A copy of ``value`` whose strings longer than ``keep`` (+ the marker) are cut and marked."""
+    if isinstance(value, str):
+        return value[:keep] + TRUNCATION_MARKER if len(value) > keep + len(TRUNCATION_MARKER) else value
+    if isinstance(value, Mapping):
+        return {key: _cap_strings(item, keep) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_cap_strings(item, keep) for item in value]
+    return value
 
 
 def _dumps(value: Any) -> str:
