@@ -13,7 +13,8 @@ from typing import Any
 import openai
 import pytest
 
-from openai_latency.content import EVENT_NAME, TRUNCATION_MARKER
+from openai_latency.bounded_json import TRUNCATION_MARKER
+from openai_latency.content import EVENT_NAME
 from tests.otel_capture import Full
 from tests.spans import attrs
 

@@ -8,7 +8,7 @@ through the OTel Logs API (``event_only``), or both (``span_and_event``).
 
 Each value is a JSON string of at most ``content_max_length`` characters: when the whole is
 longer, the longest strings inside (message texts, tool arguments...) are cut to a common length
-and end with :data:`TRUNCATION_MARKER`, so the value stays valid JSON (:func:`fit`). Request values
+and end with a marker, so the value stays valid JSON (:func:`.bounded_json.fit`). Request values
 are serialized when the call starts (the caller's objects are not kept); stream output is collected
 by an observer that exists only while capture is on, and never holds more text than the limit.
 """
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
 from ._guard import guarded, report
+from .bounded_json import fit
 from .timeline import to_epoch_ns
 
 if TYPE_CHECKING:
     from .operation import Operation, OperationKind, StreamStats, Telemetry
 
 EVENT_NAME = "gen_ai.client.inference.operation.details"
-TRUNCATION_MARKER = "...[truncated]"
 SPAN_MODES = ("span_only", "span_and_event")
 EVENT_MODES = ("event_only", "span_and_event")
 
@@ -209,44 +209,6 @@ class ContentCapture:
                     )
             messages.append(_message("assistant", parts, self._finish.get(index)))
         return messages
-
-
-def fit(value: Any, limit: int) -> str:
-    """``value`` as JSON of at most ``limit`` characters, still valid JSON.
-
-    Too long, the strings inside it are cut to the largest common length that fits (a binary
-    search), each cut one ending in :data:`TRUNCATION_MARKER`. Only when the structure alone (every
-    string empty) does not fit is the JSON text itself cut and marked, and no longer valid JSON.
-    """
-    text = _dumps(value)
-    if len(text) <= limit:
-        return text
-    value = _cap_strings(value, limit)  # bounds the size of every trial below
-    best: str | None = None
-    low, high = 0, limit
-    while low <= high:
-        keep = (low + high) // 2
-        candidate = _dumps(_cap_strings(value, keep))
-        if len(candidate) <= limit:
-            best, low = candidate, keep + 1
-        else:
-            high = keep - 1
-    return best if best is not None else text[:limit] + TRUNCATION_MARKER
-
-
-def _cap_strings(value: Any, keep: int) -> Any:
-    """A copy of ``value`` whose strings longer than ``keep`` (+ the marker) are cut and marked."""
-    if isinstance(value, str):
-        return value[:keep] + TRUNCATION_MARKER if len(value) > keep + len(TRUNCATION_MARKER) else value
-    if isinstance(value, Mapping):
-        return {key: _cap_strings(item, keep) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_cap_strings(item, keep) for item in value]
-    return value
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 def _event_attributes(summary: Mapping[str, Any]) -> dict[str, Any]:
