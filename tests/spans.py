@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +92,17 @@ def assert_tiles(op: ReadableSpan, phases: list[ReadableSpan], max_gap_ms: float
         cursor = end_mono(phase)
     tail = end_mono(op) - cursor
     assert 0 <= tail < max_gap_ms * MS, f"gap of {tail / MS:.3f} ms after the last phase"
+
+
+def assert_same_shape(actual: Any, expected: Any, leaf: Callable[[Any, Any], None]) -> None:
+    """Same dict keys and list lengths all the way down; ``leaf(actual, expected)`` checks the rest."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and actual.keys() == expected.keys()
+        for key in expected:
+            assert_same_shape(actual[key], expected[key], leaf)
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected)
+        for item, other in zip(actual, expected, strict=True):
+            assert_same_shape(item, other, leaf)
+    else:
+        leaf(actual, expected)

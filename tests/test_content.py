@@ -16,7 +16,7 @@ import pytest
 from openai_latency.bounded_json import TRUNCATION_MARKER
 from openai_latency.content import EVENT_NAME
 from tests.otel_capture import Full
-from tests.spans import attrs
+from tests.spans import assert_same_shape, attrs
 
 MARKER = "zq7-marker-x41"
 COMPLETION = "tok0 tok1 tok2 tok3"
@@ -110,18 +110,13 @@ def test_span_only_puts_schema_json_on_the_span(full: Callable[..., Full], serve
 
 def _assert_cut_from(value: Any, whole: Any) -> None:
     """``value`` is ``whole`` with some strings cut to a prefix followed by the truncation marker."""
-    if isinstance(whole, str):
-        assert value == whole or (
-            value.endswith(TRUNCATION_MARKER) and whole.startswith(value[: -len(TRUNCATION_MARKER)])
-        ), (value, whole)
-    elif isinstance(whole, dict):
-        assert isinstance(value, dict) and value.keys() == whole.keys()
-        for key in whole:
-            _assert_cut_from(value[key], whole[key])
-    elif isinstance(whole, list):
-        assert isinstance(value, list) and len(value) == len(whole)
-        for item, original in zip(value, whole, strict=True):
-            _assert_cut_from(item, original)
+    assert_same_shape(value, whole, _cut_or_equal)
+
+
+def _cut_or_equal(value: Any, whole: Any) -> None:
+    if isinstance(whole, str) and value != whole:
+        assert value.endswith(TRUNCATION_MARKER), (value, whole)
+        assert whole.startswith(value[: -len(TRUNCATION_MARKER)]), (value, whole)
     else:
         assert value == whole
 

@@ -31,6 +31,7 @@ from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.cli import main
 from openai_latency.cli.tree import format_duration
 from openai_latency.fake_server import FakeServer
+from tests.spans import assert_same_shape
 
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
 FAST, SLOW_DELAY_MS, SLOW_TTFT_MS = 2, 250, 220
@@ -169,16 +170,12 @@ def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 
 def _same(actual: Any, expected: Any) -> None:
     """Equal up to float rounding (sums in another order when spans come in another order)."""
+    assert_same_shape(actual, expected, _close_or_equal)
+
+
+def _close_or_equal(actual: Any, expected: Any) -> None:
     if isinstance(expected, float):
         assert actual == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    elif isinstance(expected, dict):
-        assert isinstance(actual, dict) and actual.keys() == expected.keys()
-        for key in expected:
-            _same(actual[key], expected[key])
-    elif isinstance(expected, list):
-        assert isinstance(actual, list) and len(actual) == len(expected)
-        for item, other in zip(actual, expected, strict=True):
-            _same(item, other)
     else:
         assert actual == expected
 
