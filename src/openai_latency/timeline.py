@@ -57,7 +57,7 @@ class Attempt:
     def server_wait_ns(self) -> int | None:
         """Request body sent -> response headers (http.server_wait), None without both trace events."""
         times = self.event_times()
-        sent = times.get("send_request_body.complete") or times.get("send_request_headers.complete")
+        sent = _request_sent(times)
         headers = times.get("receive_response_headers.complete")
         return headers - sent if sent and headers else None
 
@@ -193,7 +193,8 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     Each sub-phase starts where the previous one ended, so together they tile the network_wait:
     httpcore's bookkeeping between two steps (microseconds, or a GC pause) counts to the next step.
     """
-    ev = attempt.event_times().get
+    times = attempt.event_times()
+    ev = times.get
     out: list[Phase] = []
     cursor = attempt.start_ns
 
@@ -211,7 +212,16 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     if ev("start_tls.started", 0):
         add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end)
     if ev("send_connection_init.started", 0) or ev("send_request_headers.started", 0):
-        body_sent = ev("send_request_body.complete", 0) or ev("send_request_body.failed", 0)
-        add("http.send", body_sent or ev("send_request_headers.complete", 0) or end)
+        add("http.send", _request_sent(times) or end)
         add("http.server_wait", ev("receive_response_headers.complete", 0) or end)
     return out
+
+
+def _request_sent(times: dict[str, int]) -> int:
+    """When the request left: body sent (or failed), else headers sent (no body); 0 if not yet."""
+    return (
+        times.get("send_request_body.complete")
+        or times.get("send_request_body.failed")
+        or times.get("send_request_headers.complete")
+        or 0
+    )
