@@ -18,14 +18,26 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import gc
 import gzip
 import json
 import math
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
+
+_loads: Callable[[bytes], Any]
+try:  # the ``cli`` extra: a faster parser (about 2x on these documents), same results
+    import orjson
+
+    _loads = orjson.loads
+    JSON_PARSER = "orjson"
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+    JSON_PARSER = "json"
 
 SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 #: Stored per read; the count in :attr:`ReadStats.skipped_count` is complete.
@@ -77,12 +89,24 @@ class ReadStats:
     bad_spans: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     skipped_count: int = 0
-    span_names: Counter[str] = field(default_factory=Counter)
 
     def skip(self, file: str, line: int, reason: str) -> None:
         self.skipped_count += 1
         if len(self.skipped) < MAX_SKIPPED_KEPT:
             self.skipped.append(Skipped(file, line, reason))
+
+
+@contextlib.contextmanager
+def without_gc() -> Iterator[None]:
+    """Cyclic garbage collection off while reading: parsing makes millions of containers and no cycles,
+    and the collector's passes over them cost a quarter of the read."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -108,43 +132,65 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def read_spans(paths: Iterable[str | Path], stats: ReadStats) -> Iterator[Span]:
-    """Every span of every file, streaming; counts what was read and skipped in ``stats``."""
-    for path in find_files(paths):
+    """Every span of every file, streaming; counts what was read and skipped in ``stats``.
+
+    :class:`InputError` at once (not on the first ``next``) when a path is missing."""
+    files = find_files(paths)
+    return chain.from_iterable(_read_files(files, stats))
+
+
+def _read_files(files: list[Path], stats: ReadStats) -> Iterator[list[Span]]:
+    """The spans line by line (a list per line: flattened in C by ``chain``, cheaper than a
+    generator per span)."""
+    for path in files:
         stats.files.append(str(path))
         yield from _read_file(path, stats)
 
 
-def _open(path: Path) -> IO[str]:
+def _open(path: Path) -> IO[bytes]:
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open("r", encoding="utf-8", errors="replace")
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return path.open("rb")
 
 
-def _read_file(path: Path, stats: ReadStats) -> Iterator[Span]:
+def _parse(data: bytes) -> Any:
+    """One JSON value; orjson when installed (the ``cli`` extra), else the standard library. Bytes
+    that are not UTF-8 are read with replacement characters, as a text reader would."""
+    try:
+        return _loads(data)
+    except ValueError:
+        return json.loads(data.decode("utf-8", "replace"))
+
+
+def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
     name = str(path)
     if not path.name.endswith((".jsonl", ".jsonl.gz")) and _is_single_document(path):
         try:
             with _open(path) as handle:
-                document = json.load(handle)
+                document = _parse(handle.read())
         except (OSError, ValueError, EOFError):
             pass  # not one document after all: read it line by line below
         else:
             stats.lines += 1
-            yield from _read_document(document, name, 1, stats)
+            yield _read_document(document, name, 1, stats)
             return
     try:
         with _open(path) as handle:
             for number, line in enumerate(handle, 1):
                 stats.lines += 1
-                if not line.strip():
-                    stats.blank_lines += 1
-                    continue
                 try:
-                    document = json.loads(line)
-                except ValueError as exc:
-                    stats.skip(name, number, f"not JSON ({exc.__class__.__name__}: {_short(str(exc))})")
-                    continue
-                yield from _read_document(document, name, number, stats)
+                    document = _loads(line)
+                except ValueError:
+                    if not line.strip():
+                        stats.blank_lines += 1
+                        continue
+                    try:
+                        document = _parse(line)
+                    except ValueError as exc:
+                        reason = f"not JSON ({exc.__class__.__name__}: {_short(str(exc))})"
+                        stats.skip(name, number, reason)
+                        continue
+                yield _read_document(document, name, number, stats)
     except (OSError, EOFError) as exc:
         stats.skip(name, stats.lines + 1, f"unreadable: {exc}")
 
@@ -156,10 +202,10 @@ def _is_single_document(path: Path) -> bool:
             for line in handle:
                 if not line.strip():
                     continue
-                if not line.lstrip().startswith(("{", "[")):
+                if not line.lstrip().startswith((b"{", b"[")):
                     return False
                 try:
-                    json.loads(line)
+                    _parse(line)
                 except ValueError:
                     return True
                 return False
@@ -172,7 +218,8 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _read_document(document: Any, file: str, line: int, stats: ReadStats) -> Iterator[Span]:
+def _read_document(document: Any, file: str, line: int, stats: ReadStats) -> list[Span]:
+    result: list[Span] = []
     documents = document if isinstance(document, list) else [document]
     strays = [item for item in documents if not isinstance(item, dict)]
     if strays:  # one count per line, however many stray values it holds
@@ -195,20 +242,91 @@ def _read_document(document: Any, file: str, line: int, stats: ReadStats) -> Ite
                 _attributes(resource.get("attributes")) if isinstance(resource, dict) else {}
             )
             service = resource_attributes.get("service.name")
+            service = service if isinstance(service, str) else None
             for scope_span in _objects(resource_span.get("scopeSpans", resource_span.get("scope_spans"))):
-                for raw in _objects(scope_span.get("spans")):
-                    span = _span(raw, service if isinstance(service, str) else None)
+                spans = scope_span.get("spans")
+                if not isinstance(spans, list):
+                    continue
+                for raw in spans:
+                    span = _fast_span(raw, service) if isinstance(raw, dict) else None
                     if span is None:
                         stats.bad_spans += 1
                         continue
-                    stats.spans += 1
-                    stats.span_names[span.name] += 1
-                    yield span
+                    result.append(span)
+    stats.spans += len(result)
+    return result
 
 
 def _objects(value: Any) -> Iterator[dict[str, Any]]:
     if isinstance(value, list):
         yield from (item for item in value if isinstance(item, dict))
+
+
+def _fast_span(raw: dict[str, Any], service: str | None) -> Span | None:
+    """:func:`_span` for the usual shape (what the collector and the SDK's encoders write), without
+    its checks; anything unexpected falls back to :func:`_span`, so both give the same result."""
+    try:
+        trace_id: str = raw["traceId"]
+        span_id: str = raw["spanId"]
+        parent: str = raw.get("parentSpanId") or ""
+        if len(trace_id) != 32 or len(span_id) != 16 or (parent and len(parent) != 16):
+            return _span(raw, service)
+        start = int(raw["startTimeUnixNano"])
+        end = int(raw["endTimeUnixNano"])
+        if end < start:
+            return None
+        attributes: dict[str, Any] = {}
+        for item in raw.get("attributes") or ():
+            any_value_ = item["value"]
+            text = any_value_.get("stringValue")
+            if text.__class__ is str and len(any_value_) == 1:
+                attributes[item["key"]] = text
+                continue
+            ((kind, value),) = any_value_.items()
+            decode = _FAST_VALUES.get(kind)
+            attributes[item["key"]] = any_value(any_value_) if decode is None else decode(value)
+        status = raw.get("status")
+        code = status.get("code") if status else None
+        name = raw.get("name", "")
+        return Span(
+            trace_id.lower(),
+            span_id.lower(),
+            parent.lower(),
+            name if isinstance(name, str) else str(name),
+            start,
+            end,
+            attributes,
+            code == _STATUS_ERROR or code == "STATUS_CODE_ERROR",
+            service,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return _span(raw, service)
+
+
+def _fast_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError
+
+
+def _fast_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError
+
+
+def _fast_int(value: Any) -> int:
+    if isinstance(value, (bool, float)):
+        raise TypeError
+    return int(value)
+
+
+_FAST_VALUES: dict[str, Callable[[Any], Any]] = {
+    "stringValue": _fast_string,
+    "intValue": _fast_int,
+    "doubleValue": float,
+    "boolValue": _fast_bool,
+}
 
 
 def _span(raw: dict[str, Any], service: str | None) -> Span | None:

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .otlp_json import InputError, ReadStats, read_spans
+from .otlp_json import InputError, ReadStats, read_spans, without_gc
 from .report_stats import (
     GROUP_KEYS,
     HTTP_PHASES,
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     by = _group_keys(parser, args.by)
     stats = ReadStats()
     try:
-        collected = collect_calls(read_spans(args.paths or [DEFAULT_INPUT], stats))
+        with without_gc():
+            collected = collect_calls(read_spans(args.paths or [DEFAULT_INPUT], stats), intervals=False)
     except InputError as exc:
         hint = "" if args.paths else " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
         print(f"openai-latency report: {exc}{hint}", file=err)

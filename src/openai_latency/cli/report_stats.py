@@ -13,25 +13,36 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .otlp_json import Span, finite
 
 PHASE_KEY = "openai_latency.phase"
 PHASE_PREFIX = "openai_latency.phase."
+_PREFIX_LENGTH = len(PHASE_PREFIX)
 #: Phases of an operation (direct children), in the order of a call.
 PHASES = ("request_build", "network_wait", "retry_backoff", "first_token", "stream_drain", "response_read")
 #: Sub-phases of network_wait (its children), in order.
 HTTP_PHASES = ("pool_wait", "dns", "connect", "tls", "send", "server_wait")
-GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service")
+GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service")  # the order of Call.keys
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 
 
-@dataclass
+class Interval(NamedTuple):
+    """One phase span of a call: epoch nanoseconds; depth 0 = a phase, 1 = an http.* sub-phase."""
+
+    phase: str
+    start_ns: int
+    end_ns: int
+    depth: int
+
+
+@dataclass(slots=True)
 class Call:
     """One operation span with its phases summed per name (seconds)."""
 
     name: str
+    #: Shared by the calls with the same keys: read only.
     keys: dict[str, str]
     duration: float
     phases: dict[str, float]
@@ -41,6 +52,11 @@ class Call:
     tpot: float | None
     consumer_time: float | None
     dominant_attribute: str | None
+    start_ns: int = 0
+    #: The phase spans in start order (empty when collected with ``intervals=False`` or without
+    #: phase spans): what a waterfall draws.
+    intervals: list[Interval] = field(default_factory=list)
+    request_id: str | None = None
 
     def dominant(self) -> tuple[str, float] | None:
         """(phase with the largest time, its share of the call); the span's own answer without phases."""
@@ -64,59 +80,46 @@ def _order(phase: str) -> int:
     return PHASES.index(phase) if phase in PHASES else len(PHASES)
 
 
-def _ours(attributes: dict[str, Any]) -> bool:
-    return any(key.startswith(("gen_ai.", "openai_latency.")) for key in attributes)
-
-
-def collect_calls(spans: Iterable[Span]) -> Collected:
+def collect_calls(spans: Iterable[Span], intervals: bool = True) -> Collected:
     """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
-    openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children."""
-    candidates: list[Span] = []
-    # (trace id, parent span id) -> [(span id, phase, seconds)]
-    children: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
-    collected = Collected([])
-    for span in spans:
-        phase = span.attributes.get(PHASE_KEY)
-        if isinstance(phase, str):
-            collected.phase_spans += 1
-            children[(span.trace_id, span.parent_span_id)].append((span.span_id, phase, span.duration_s))
-        elif _ours(span.attributes):
-            candidates.append(span)
-        else:
-            collected.other_names[span.name] += 1
-    for span in candidates:
-        direct = children.get((span.trace_id, span.span_id), [])
-        attributes = span.attributes
-        is_operation = bool(direct) or any(
-            key == "gen_ai.operation.name"
-            or key.startswith(PHASE_PREFIX)
-            or key == "openai_latency.dominant_phase"
-            for key in attributes
-        )
-        if not is_operation:
-            collected.other_names[span.name] += 1
-            continue
-        collected.calls.append(_call(span, direct, children))
-    return collected
+    openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children.
+
+    Streaming: each operation becomes a compact :class:`Call` when it arrives (its phase spans, ended
+    before it, usually came first); phase spans that arrive later are joined at the end.
+    ``intervals=False`` keeps no per-phase intervals (less memory when no waterfall is drawn)."""
+    from .report_collect import collect  # the join lives there; it builds on this module
+
+    return collect(spans, intervals)
 
 
-def _call(
-    span: Span,
-    direct: list[tuple[str, str, float]],
-    children: dict[tuple[str, str], list[tuple[str, str, float]]],
-) -> Call:
+def is_operation(attributes: dict[str, Any]) -> bool:
+    """An operation by its own attributes (a span with phase children is one too)."""
+    if "gen_ai.operation.name" in attributes or "openai_latency.dominant_phase" in attributes:
+        return True
+    return any(key.startswith(PHASE_PREFIX) for key in attributes)
+
+
+def ours(attributes: dict[str, Any]) -> bool:
+    return any(key.startswith(_OUR_PREFIXES) for key in attributes)
+
+
+_OUR_PREFIXES = ("gen_ai.", "openai_latency.")
+
+
+_KEYS: dict[tuple[str, ...], dict[str, str]] = {}
+_NAMES: dict[str, str] = {}
+
+
+def new_call(span: Span, attribute_phases: bool = True) -> Call:
+    """The call of an operation span from its own attributes; phases from its ``openai_latency.phase.*``
+    attributes when ``attribute_phases`` (replaced by its phase spans when they are found)."""
     attributes = span.attributes
-    phases: dict[str, float] = defaultdict(float)
-    http: dict[str, float] = defaultdict(float)
-    for span_id, phase, seconds in direct:
-        phases[phase] += seconds
-        for _, sub_phase, sub_seconds in children.get((span.trace_id, span_id), []):
-            http[sub_phase] += sub_seconds
-    if not direct:  # phase spans off (or not exported): the operation's summed attributes
-        for key, value in attributes.items():
-            number = finite(value)
-            if key.startswith(PHASE_PREFIX) and number is not None:
-                phases[key[len(PHASE_PREFIX) :]] = number
+    phases: dict[str, float] = {}
+    for key in attributes if attribute_phases else ():
+        if key.startswith(PHASE_PREFIX):
+            number = finite(attributes[key])
+            if number is not None:
+                phases[key[_PREFIX_LENGTH:]] = number
     address, port = attributes.get("server.address"), attributes.get("server.port")
     endpoint = f"{address}:{port}" if address and port not in (None, "") else str(address or "-")
     model = attributes.get("gen_ai.request.model") or attributes.get("gen_ai.response.model") or "-"
@@ -125,23 +128,30 @@ def _call(
     if error is None and span.status_error:
         error = "_OTHER"
     dominant = attributes.get("openai_latency.dominant_phase")
+    values = (
+        endpoint,
+        str(model),
+        str(operation),
+        str(attributes.get("gen_ai.provider.name") or "-"),
+        span.service or "-",
+    )
+    keys = _KEYS.get(values)
+    if keys is None:
+        keys = _KEYS.setdefault(values, dict(zip(GROUP_KEYS, values, strict=True)))
+    request_id = attributes.get("openai_latency.request_id")
     return Call(
-        name=span.name,
-        keys={
-            "endpoint": endpoint,
-            "model": str(model),
-            "operation": str(operation),
-            "provider": str(attributes.get("gen_ai.provider.name") or "-"),
-            "service": span.service or "-",
-        },
+        name=_NAMES.setdefault(span.name, span.name),
+        keys=keys,
         duration=span.duration_s,
-        phases=dict(phases),
-        http=dict(http),
+        phases=phases,
+        http={},
         error_type=None if error is None else str(error),
         ttft=finite(attributes.get("openai_latency.time_to_first_token")),
         tpot=finite(attributes.get("openai_latency.time_per_output_token")),
         consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
         dominant_attribute=dominant if isinstance(dominant, str) else None,
+        start_ns=span.start_ns,
+        request_id=request_id if isinstance(request_id, str) else None,
     )
 
 

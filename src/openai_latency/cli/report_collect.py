@@ -1,0 +1,122 @@
+"""Spans -> calls, streaming: operation spans joined with their phase spans in one pass.
+
+A phase span ends before its operation, so exporters (batch or simple processors, the collector's
+file exporter) mostly write it first: it waits in ``children`` until its operation arrives, then the
+call takes it and it is dropped. Phase spans that arrive after their operation (another order in the
+file, Jaeger's answer) are joined at the end, through an index of the calls by span id. What stays in
+memory is one compact :class:`Call` per operation plus that index, not the spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .otlp_json import Span
+from .report_stats import PHASE_KEY, Call, Collected, Interval, is_operation, new_call, ours
+
+#: A phase span waiting for its parent: (span id, phase, start ns, end ns); a plain tuple (cheapest).
+_Child = tuple[str, str, int, int]
+_new_interval = tuple.__new__  # Interval(...) runs Python code; this makes the same object
+
+
+class _Collector:
+    def __init__(self, intervals: bool) -> None:
+        self.keep_intervals = intervals
+        self.collected = Collected([])
+        # trace id + parent span id -> the phase spans waiting for that parent
+        self.children: dict[str, list[_Child]] = {}
+        # trace id + span id -> the call of that operation span
+        self.operations: dict[str, Call] = {}
+        # trace id + span id of a network_wait span taken by a call (its http.* sub-phases may come later)
+        self.attempts: dict[str, Call] = {}
+        # operations by attributes alone whose phases are still the attributes' sums
+        self.from_attributes: set[int] = set()
+        # spans of ours that are no operation unless phase children turn up: key -> index in calls
+        self.tentative: dict[str, int] = {}
+        self.phase_names: dict[str, str] = {}
+        self.phase_spans = 0
+
+    def add(self, span: Span) -> None:
+        attributes = span.attributes
+        phase = attributes.get(PHASE_KEY)
+        if phase.__class__ is str:
+            self.phase_spans += 1
+            child = (span.span_id, self.phase_names.setdefault(phase, phase), span.start_ns, span.end_ns)
+            key = span.trace_id + span.parent_span_id
+            waiting = self.children.get(key)
+            if waiting is None:
+                self.children[key] = [child]
+            else:
+                waiting.append(child)
+            return
+        if not ours(attributes):
+            self.collected.other_names[span.name] += 1
+            return
+        key = span.trace_id + span.span_id
+        if key in self.children:
+            call = new_call(span, attribute_phases=False)
+            self._take(span.trace_id, key, call)
+        else:
+            call = new_call(span)
+            if is_operation(attributes):
+                self.from_attributes.add(id(call))
+            else:
+                self.tentative[key] = len(self.collected.calls)
+        self.collected.calls.append(call)
+        self.operations[key] = call
+
+    def _take(self, trace_id: str, key: str, call: Call) -> None:
+        """The phase spans waiting for ``key`` (and their own children) into ``call``."""
+        direct = self.children.pop(key)
+        if id(call) in self.from_attributes:  # phase spans replace the attributes' sums
+            self.from_attributes.discard(id(call))
+            call.phases.clear()
+        phases = call.phases
+        for span_id, phase, start_ns, end_ns in direct:
+            phases[phase] = phases.get(phase, 0.0) + (end_ns - start_ns) / 1e9
+            if self.keep_intervals:
+                call.intervals.append(_new_interval(Interval, (phase, start_ns, end_ns, 0)))
+            child_key = trace_id + span_id
+            if child_key in self.children:
+                self._take_http(child_key, call)
+            elif phase == "network_wait":
+                self.attempts[child_key] = call
+        if self.keep_intervals:
+            call.intervals.sort(key=_start)
+
+    def _take_http(self, key: str, call: Call) -> None:
+        http = call.http
+        for _, phase, start_ns, end_ns in self.children.pop(key):
+            http[phase] = http.get(phase, 0.0) + (end_ns - start_ns) / 1e9
+            if self.keep_intervals:
+                call.intervals.append(_new_interval(Interval, (phase, start_ns, end_ns, 1)))
+
+    def finish(self) -> Collected:
+        """Joins the phase spans that came after their operation (or their network_wait)."""
+        collected = self.collected
+        collected.phase_spans = self.phase_spans
+        for key in [key for key in self.children if key in self.operations]:
+            self.tentative.pop(key, None)  # it has phases: an operation
+            self._take(key[:32], key, self.operations[key])
+        for key in [key for key in self.children if key in self.attempts]:
+            call = self.attempts[key]
+            self._take_http(key, call)
+            if self.keep_intervals:
+                call.intervals.sort(key=_start)
+        if self.tentative:  # no phase ever came: not an operation after all
+            dropped = set(self.tentative.values())
+            for index in dropped:
+                collected.other_names[collected.calls[index].name] += 1
+            collected.calls = [call for index, call in enumerate(collected.calls) if index not in dropped]
+        return collected
+
+
+def _start(interval: Interval) -> int:
+    return interval.start_ns
+
+
+def collect(spans: Iterable[Span], intervals: bool = True) -> Collected:
+    collector = _Collector(intervals)
+    for span in spans:
+        collector.add(span)
+    return collector.finish()
