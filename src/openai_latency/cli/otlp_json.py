@@ -89,6 +89,9 @@ class ReadStats:
     bad_spans: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     skipped_count: int = 0
+    #: The Jaeger query URL when the spans came from Jaeger (then ``files`` names the services read
+    #: and ``lines`` counts traces).
+    jaeger: str | None = None
 
     def skip(self, file: str, line: int, reason: str) -> None:
         self.skipped_count += 1

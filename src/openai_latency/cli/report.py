@@ -18,11 +18,13 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .otlp_json import InputError, ReadStats, read_spans, without_gc
+from .otlp_json import InputError, ReadStats, without_gc
+from .report_sources import add_source_arguments, open_spans
 from .report_stats import (
     GROUP_KEYS,
     HTTP_PHASES,
@@ -34,6 +36,7 @@ from .report_stats import (
     summarize,
 )
 from .tree import format_duration
+from .waterfall import waterfall_lines
 
 DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
@@ -86,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default: text)"
     )
+    parser.add_argument(
+        "--waterfall",
+        type=_positive_int,
+        metavar="N",
+        help="also draw the N slowest calls' phases as bars on one time axis (text; --http: sub-phases)",
+    )
+    add_source_arguments(parser)
     return parser
 
 
@@ -97,6 +107,12 @@ def _positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1: {text!r}")
+    return int(text)
 
 
 def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str]:
@@ -119,11 +135,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     args = parser.parse_args(argv)
     by = _group_keys(parser, args.by)
     stats = ReadStats()
+    spans = open_spans(parser, args, DEFAULT_INPUT, stats)
     try:
         with without_gc():
-            collected = collect_calls(read_spans(args.paths or [DEFAULT_INPUT], stats), intervals=False)
+            collected = collect_calls(spans, intervals=bool(args.waterfall))
     except InputError as exc:
-        hint = "" if args.paths else " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
+        hint = ""
+        if not args.paths and not args.jaeger:
+            hint = " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
         print(f"openai-latency report: {exc}{hint}", file=err)
         return 1
     if stats.skipped_count:
@@ -144,6 +163,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     else:
         lines = _header(stats, collected, by, args.slow_threshold)
         lines += _compare_lines(groups, args.http) if args.compare else _group_lines(groups, args.http)
+        if args.waterfall:
+            drawn = waterfall_lines(collected.calls, args.waterfall, width=_width(out), http=args.http)
+            lines += ["", *drawn]
         text = "\n".join(lines)
     try:
         out.write(text + "\n")
@@ -155,8 +177,20 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     return 0
 
 
+def _width(out: TextIO) -> int:
+    if out.isatty():
+        return max(shutil.get_terminal_size().columns, 60)
+    return 100
+
+
+def _source(stats: ReadStats) -> str:
+    if stats.jaeger is not None:
+        return f"{stats.lines} trace(s) from Jaeger at {stats.jaeger} ({len(stats.files)} service(s))"
+    return f"{len(stats.files)} file(s), {stats.lines} line(s)"
+
+
 def _found_instead(stats: ReadStats, collected: Any) -> str:
-    files = f"{len(stats.files)} file(s), {stats.lines} line(s)"
+    files = _source(stats)
     if not stats.spans:
         detail = f"Read {files} and found no spans at all"
         parts = []
@@ -183,10 +217,12 @@ def _found_instead(stats: ReadStats, collected: Any) -> str:
 
 
 def _header(stats: ReadStats, collected: Any, by: Sequence[str], threshold: float | None) -> list[str]:
-    files = f"{len(stats.files)} file" + ("s" if len(stats.files) != 1 else "")
+    files = f"{len(stats.files)} file" + ("s" if len(stats.files) != 1 else "") + f", {stats.lines} lines"
+    if stats.jaeger is not None:
+        files = _source(stats)
     lines = [
         f"openai-latency report: {len(collected.calls)} calls (operation spans) in {stats.spans} spans,"
-        f" {files}, {stats.lines} lines"
+        f" {files}"
     ]
     if stats.skipped_count:
         lines.append(f"  skipped {stats.skipped_count} unreadable line(s); first: {stats.skipped[0]}")
