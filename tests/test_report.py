@@ -8,19 +8,18 @@ report's numbers are checked against the spans, with percentiles computed here i
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from google.protobuf.json_format import MessageToDict, MessageToJson
+from google.protobuf.json_format import MessageToJson
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -31,6 +30,7 @@ from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.cli import main
 from openai_latency.cli.tree import format_duration
 from openai_latency.fake_server import FakeServer
+from tests.otlp_files import write_jsonl
 from tests.spans import assert_same_shape
 
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
@@ -43,33 +43,6 @@ class Exported:
     jsonl: Path
     endpoint_a: str
     endpoint_b: str
-
-
-def _collector_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """What the collector's file exporter writes: protobuf JSON with hex ids and integer enums."""
-    document: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-
-    def fix(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
-                    node[key] = base64.b64decode(value).hex()
-                else:
-                    fix(value)
-        elif isinstance(node, list):
-            for item in node:
-                fix(item)
-
-    fix(document)
-    return document
-
-
-def _write_jsonl(path: Path, spans: Sequence[ReadableSpan], batch: int = 7) -> Path:
-    # several export batches: an operation and its phases may land on different lines
-    with path.open("w") as handle:
-        for index in range(0, len(spans), batch):
-            handle.write(json.dumps(_collector_json(spans[index : index + batch])) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +84,7 @@ def exported(
         instrumentor.uninstrument()
     spans = sorted(span_exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
     span_exporter.clear()
-    path = _write_jsonl(tmp_path_factory.mktemp("otlp") / "traces.jsonl", spans)
+    path = write_jsonl(tmp_path_factory.mktemp("otlp") / "traces.jsonl", spans)
     yield Exported(spans, path, endpoints[0], endpoints[1])
 
 
@@ -349,7 +322,7 @@ def test_plain_protobuf_json_document_and_directories(
     half = len(exported.spans) // 2
     (tmp_path / "one.json").write_text(MessageToJson(encode_spans(exported.spans[:half])))
     (tmp_path / "nested").mkdir()
-    _write_jsonl(tmp_path / "nested" / "two.jsonl", exported.spans[half:])
+    write_jsonl(tmp_path / "nested" / "two.jsonl", exported.spans[half:])
     (tmp_path / "notes.txt").write_text("not read")
     report = _json([str(tmp_path)], capsys)
     assert len(report["input"]["files"]) == 2 and report["input"]["skipped_lines"] == 0
@@ -361,7 +334,7 @@ def test_phases_from_attributes_without_phase_spans(
 ) -> None:
     clean = _json([str(exported.jsonl)], capsys)
     ops_only = [s for s in exported.spans if "openai_latency.phase" not in (s.attributes or {})]
-    report = _json([str(_write_jsonl(tmp_path / "ops.jsonl", ops_only))], capsys)
+    report = _json([str(write_jsonl(tmp_path / "ops.jsonl", ops_only))], capsys)
     assert report["input"]["phase_spans"] == 0
     for group, expected in zip(report["groups"], clean["groups"], strict=True):
         assert group["calls"] == expected["calls"] and group["duration"] == expected["duration"]
@@ -386,7 +359,7 @@ def test_error_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     for _ in range(2):
         with tracer.start_as_current_span("GET /ask"), tracer.start_as_current_span("SELECT users"):
             pass
-    other = _write_jsonl(tmp_path / "other.jsonl", list(exporter.get_finished_spans()))
+    other = write_jsonl(tmp_path / "other.jsonl", list(exporter.get_finished_spans()))
     code, out, err = _report([str(other)], capsys)
     assert code == 1 and out == ""
     assert "no operation spans found" in err and "4 span(s) of other names" in err

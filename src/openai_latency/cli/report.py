@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     args = parser.parse_args(argv)
     by = _group_keys(parser, args.by)
     stats = ReadStats()
-    spans = open_spans(parser, args, DEFAULT_INPUT, stats)
     try:
+        spans = open_spans(parser, args, DEFAULT_INPUT, stats)
         with without_gc():
             collected = collect_calls(spans, intervals=bool(args.waterfall))
     except InputError as exc:

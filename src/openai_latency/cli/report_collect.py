@@ -79,7 +79,7 @@ class _Collector:
             child_key = trace_id + span_id
             if child_key in self.children:
                 self._take_http(child_key, call)
-            elif phase == "network_wait":
+            if phase == "network_wait":  # more of its http.* sub-phases may come
                 self.attempts[child_key] = call
         if self.keep_intervals:
             call.intervals.sort(key=_start)

@@ -36,7 +36,7 @@ def waterfall_lines(
     slowest = sorted(calls, key=lambda call: call.duration, reverse=True)[: max(n, 0)]
     if not slowest:
         return []
-    bar_width = max(width - _LABEL - _DURATION - 4, _MIN_BAR)
+    bar_width = max(width - _LABEL - _DURATION - 5, _MIN_BAR)  # 3 indent + 2 spaces
     longest = max(_span_ns(call) for call in slowest)
     scale = bar_width / longest if longest > 0 else 0.0
     cell = ASCII_BAR if ascii_only else BAR
@@ -46,7 +46,7 @@ def waterfall_lines(
     ]
     for rank, call in enumerate(slowest, 1):
         lines.append("")
-        lines.append(_header(rank, call))
+        lines += _header(rank, call, width)
         intervals, exact = _intervals(call, http)
         origin = _origin(call, intervals)
         for interval in intervals:
@@ -65,16 +65,20 @@ def waterfall_lines(
     return lines
 
 
-def _header(rank: int, call: Call) -> str:
-    parts = [f"{rank}. {call.name}", format_duration(call.duration)]
-    parts.append(f"request {call.request_id or '-'}")
+def _header(rank: int, call: Call, width: int) -> list[str]:
+    """One line, or two when it would be wider than ``width``."""
+    first = [f"{rank}. {call.name}", format_duration(call.duration), f"request {call.request_id or '-'}"]
+    second = []
     found = call.dominant()
     if found is not None:
         phase, share = found
-        parts.append(f"dominant {phase}" + ("" if math.isnan(share) else f" ({share * 100:.0f}%)"))
+        second.append(f"dominant {phase}" + ("" if math.isnan(share) else f" ({share * 100:.0f}%)"))
     if call.error_type:
-        parts.append(f"error {call.error_type}")
-    return "  ".join(parts)
+        second.append(f"error {call.error_type}")
+    line = "  ".join(first + second)
+    if len(line) <= width or not second:
+        return [line]
+    return ["  ".join(first), "   " + "  ".join(second)]
 
 
 def _intervals(call: Call, http: bool) -> tuple[list[Interval], bool]:
