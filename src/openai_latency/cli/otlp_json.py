@@ -5,7 +5,8 @@ Accepted input, standard library only:
 - JSON lines (``.jsonl``, what the collector's ``file`` exporter writes): one
   ``ExportTraceServiceRequest`` object (``{"resourceSpans": [...]}``) per line, read line by line;
 - a single JSON document (``.json``, pretty-printed or not): one request object or a list of them;
-- ``.gz`` variants of both, several files, or directories (searched recursively for those names).
+- ``.gz`` variants of both, several files, directories (searched recursively for those names), or
+  glob patterns (``'out/otlp/traces-2026-12-*.jsonl*'``, quoted so that the shell leaves them).
 
 Encoding (OTLP spec, "JSON Protobuf Encoding"): lowerCamelCase keys, ``traceId``/``spanId`` as
 case-insensitive hex, 64-bit integers (``startTimeUnixNano``, ``intValue``) as decimal strings (numbers
@@ -20,6 +21,7 @@ import base64
 import binascii
 import contextlib
 import gc
+import glob
 import gzip
 import json
 import math
@@ -126,6 +128,11 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
             found.extend(matches)
         elif path.is_file():
             found.append(path)
+        elif any(char in str(raw) for char in "*?["):  # a pattern the shell did not expand (quoted)
+            matches = sorted(Path(name) for name in glob.glob(str(raw), recursive=True))
+            if not any(match.is_file() for match in matches):
+                raise InputError(f"no files match {raw}")
+            found.extend(match for match in matches if match.is_file())
         else:
             raise InputError(f"no such file or directory: {path}")
     if not found:
