@@ -1,7 +1,8 @@
 # Two commands on a fresh machine (Python >= 3.10; nothing else needed):
 #   make demo   the embedded demo: real SDK calls against the built-in fake server, as span trees
 #   make test   everything CI checks: lint, the test suite on openai 3.x / 2.x / 1.x and legacy
-#               httpx, the observability-stack checks, and the openai SDK's own tests instrumented
+#               httpx, the observability-stack checks, the openai SDK's own tests instrumented, and
+#               the built wheel installed into a fresh virtual environment
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -9,14 +10,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit matrix peer stack-tools clean
+.PHONY: demo test lint unit matrix peer stack-tools dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -41,9 +42,20 @@ matrix: stack-tools
 peer: $(STAMP)
 	bash scripts/peer-suite.sh $(PY)
 
+# The sdist and the wheel in dist/, checked as PyPI would (twine check --strict).
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
+# The wheel as a user installs it: a fresh virtual environment, the console scripts, an app under
+# opentelemetry-instrument (catches files missing from the package). About a minute (pip installs).
+dist-check: dist
+	OPENAI_LATENCY_DIST=dist bash scripts/pytest.sh $(PY) tests/dist
+
 # -k: every part runs and reports, and the target fails if any did
 test:
-	$(MAKE) -k lint matrix peer
+	$(MAKE) -k lint matrix peer dist-check
 
 clean:
 	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache

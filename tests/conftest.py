@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,9 @@ from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.fake_server import FakeServer, SpawnedServer
 from tests.otel_capture import full  # noqa: F401  (spans + metrics with exemplars + logs)
 from tests.spans import Captured
+
+# tests/dist installs the built wheel into a fresh venv (pip, about a minute): `make dist-check` only
+collect_ignore = [] if os.environ.get("OPENAI_LATENCY_DIST") else ["dist"]
 
 
 @pytest.fixture(scope="session")
