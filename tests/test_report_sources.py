@@ -243,3 +243,14 @@ def test_waterfall_without_phase_spans(traces: Traces, tmp_path: Path) -> None:
     lines = waterfall_lines(calls, 1)
     assert any("phases from the call's summed attributes" in line for line in lines)
     assert waterfall_lines(calls, 0) == [] and waterfall_lines([], 3) == []
+
+
+def test_stdlib_parser_gives_the_same_report(
+    traces: Traces, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """orjson (the cli extra) when installed, the standard library otherwise: the same report."""
+    from openai_latency.cli import otlp_json
+
+    fast = _json([str(traces.jsonl), "--http"], capsys)
+    monkeypatch.setattr(otlp_json, "_loads", json.loads)
+    assert _json([str(traces.jsonl), "--http"], capsys) == fast

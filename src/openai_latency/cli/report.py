@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .args import OneLineParser
 from .otlp_json import InputError, ReadStats, without_gc
 from .report_sources import add_source_arguments, open_spans
 from .report_stats import (
@@ -44,7 +45,7 @@ PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear',
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="openai-latency report",
         description=(
             "Turn exported traces (OTLP JSON lines, e.g. the collector's ./out/otlp/traces.jsonl) into"
@@ -145,6 +146,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             hint = " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
         print(f"openai-latency report: {exc}{hint}", file=err)
         return 1
+    if not collected.calls:
+        print(
+            f"openai-latency report: no operation spans found. {_found_instead(stats, collected)}", file=err
+        )
+        return 1
     if stats.skipped_count:
         first = stats.skipped[0]
         print(
@@ -152,11 +158,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             f" first: {first}",
             file=err,
         )
-    if not collected.calls:
-        print(
-            f"openai-latency report: no operation spans found. {_found_instead(stats, collected)}", file=err
-        )
-        return 1
     groups = summarize(collected.calls, by, args.slow_threshold)
     if args.format == "json":
         text = json.dumps(_json_report(stats, collected, by, groups, args.slow_threshold), indent=2)
