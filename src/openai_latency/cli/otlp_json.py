@@ -287,14 +287,17 @@ def _fast_span(raw: dict[str, Any], service: str | None) -> Span | None:
             return None
         attributes: dict[str, Any] = {}
         for item in raw.get("attributes") or ():
-            any_value_ = item["value"]
-            text = any_value_.get("stringValue")
-            if text.__class__ is str and len(any_value_) == 1:
-                attributes[item["key"]] = text
-                continue
-            ((kind, value),) = any_value_.items()
-            decode = _FAST_VALUES.get(kind)
-            attributes[item["key"]] = any_value(any_value_) if decode is None else decode(value)
+            encoded = item["value"]
+            value = encoded.get("stringValue")  # any_value's first choice too
+            if value.__class__ is not str:
+                ((kind, value),) = encoded.items()
+                if kind == "intValue" and value.__class__ is str:  # int64: a decimal string
+                    value = int(value)
+                elif not (kind == "doubleValue" and value.__class__ is float) and not (
+                    kind == "boolValue" and value.__class__ is bool
+                ):
+                    value = any_value(encoded)
+            attributes[item["key"]] = value
         status = raw.get("status")
         code = status.get("code") if status else None
         name = raw.get("name", "")
@@ -311,32 +314,6 @@ def _fast_span(raw: dict[str, Any], service: str | None) -> Span | None:
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return _span(raw, service)
-
-
-def _fast_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise TypeError
-
-
-def _fast_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise TypeError
-
-
-def _fast_int(value: Any) -> int:
-    if isinstance(value, (bool, float)):
-        raise TypeError
-    return int(value)
-
-
-_FAST_VALUES: dict[str, Callable[[Any], Any]] = {
-    "stringValue": _fast_string,
-    "intValue": _fast_int,
-    "doubleValue": float,
-    "boolValue": _fast_bool,
-}
 
 
 def _span(raw: dict[str, Any], service: str | None) -> Span | None:

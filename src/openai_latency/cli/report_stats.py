@@ -100,6 +100,8 @@ def is_operation(attributes: dict[str, Any]) -> bool:
 
 
 def ours(attributes: dict[str, Any]) -> bool:
+    if "gen_ai.operation.name" in attributes or PHASE_KEY in attributes:
+        return True
     return any(key.startswith(_OUR_PREFIXES) for key in attributes)
 
 
