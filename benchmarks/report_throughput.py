@@ -8,8 +8,9 @@
 2. The template is repeated with a new trace id per copy (and shifted timestamps) until the file holds
    ``--spans`` spans (default 1,000,000).
 3. Each run is a fresh process: ``report --format json`` on the file, timed in wall and CPU time, with
-   its peak RSS (``VmHWM``); spans/s = spans / time. The median of ``--runs`` runs is reported,
-   once with the stdlib ``json`` parser and once with ``orjson`` when it is installed. The baseline
+   its peak RSS (``VmHWM``); spans/s = spans / time. The median of ``--runs`` runs is reported for
+   each reader: the standard library's ``json``, ``orjson`` and ``msgspec`` (the ``cli`` extra),
+   those that are installed. The baseline
    RSS of a process that only imported the report modules is subtracted to give the state per call.
 
     python benchmarks/report_throughput.py [--spans 1000000] [--runs 5] [--file /tmp/spans.jsonl]
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import importlib.util
 import json
 import platform
 import re
@@ -59,7 +61,12 @@ print(json.dumps({{
     "parser": JSON_PARSER,
 }}))
 """
-NO_ORJSON = "sys.modules['orjson'] = None  # the stdlib fallback"
+#: what each measured parser hides from the reader (it picks the fastest one it can import)
+PARSERS = {
+    "json": "sys.modules['msgspec'] = sys.modules['orjson'] = None",
+    "orjson": "sys.modules['msgspec'] = None",
+    "msgspec": "",
+}
 
 
 def _collector_json(spans: Any) -> dict[str, Any]:
@@ -166,8 +173,8 @@ def make_file(path: Path, spans_wanted: int, batch: int) -> tuple[int, int]:
     return copies * len(spans), copies * calls
 
 
-def _run(path: Path, orjson: bool, import_only: bool = False) -> dict[str, Any]:
-    code = WORKER.format(setup="" if orjson else NO_ORJSON)
+def _run(path: Path, parser: str, import_only: bool = False) -> dict[str, Any]:
+    code = WORKER.format(setup=PARSERS[parser])
     result = subprocess.run(
         [sys.executable, "-c", code, str(path), "import-only" if import_only else "run"],
         capture_output=True, text=True, check=True,
@@ -195,18 +202,13 @@ def main() -> int:
               f" in {time.perf_counter() - t0:.0f} s")  # fmt: skip
     else:
         print(f"reusing {path} ({path.stat().st_size / 1e6:,.0f} MB)")
-    try:
-        import orjson  # noqa: F401
-
-        parsers = [False, True]
-    except ImportError:
-        parsers = [False]
-    base_kb = _run(path, orjson=False, import_only=True)["maxrss_kb"]
+    parsers = [name for name in PARSERS if name == "json" or importlib.util.find_spec(name) is not None]
+    base_kb = _run(path, "json", import_only=True)["maxrss_kb"]
     print(f"python {platform.python_version()}, {platform.machine()};"
           f" peak RSS after imports {base_kb / 1024:.0f} MiB")  # fmt: skip
     results = {}
-    for use_orjson in parsers:
-        runs = [_run(path, use_orjson) for _ in range(args.runs)]
+    for parser_name in parsers:
+        runs = [_run(path, parser_name) for _ in range(args.runs)]
         spans, calls = runs[0]["spans"], runs[0]["calls"]
         wall = statistics.median(r["wall"] for r in runs)
         cpu = statistics.median(r["cpu"] for r in runs)

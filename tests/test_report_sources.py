@@ -245,12 +245,26 @@ def test_waterfall_without_phase_spans(traces: Traces, tmp_path: Path) -> None:
     assert waterfall_lines(calls, 0) == [] and waterfall_lines([], 3) == []
 
 
-def test_stdlib_parser_gives_the_same_report(
-    traces: Traces, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def test_every_parser_gives_the_same_report(
+    traces: Traces, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """orjson (the cli extra) when installed, the standard library otherwise: the same report."""
+    """msgspec (the cli extra), orjson, the standard library: the same report, also on lines the fast
+    path hands to the general reader (base64 ids, a bad span, garbage, metrics)."""
     from openai_latency.cli import otlp_json
 
-    fast = _json([str(traces.jsonl), "--http"], capsys)
-    monkeypatch.setattr(otlp_json, "_loads", json.loads)
-    assert _json([str(traces.jsonl), "--http"], capsys) == fast
+    assert otlp_json.JSON_PARSER == "msgspec"  # the test extra installs it
+    lines = traces.jsonl.read_text().splitlines()
+    odd = json.loads(lines[1])
+    odd["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "q" * 32  # not hex: still a key
+    del odd["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["endTimeUnixNano"]  # a bad span
+    mixed = tmp_path / "mixed.jsonl"
+    extra = [json.dumps(odd), "", "garbage", '{"resourceMetrics": []}', '{"resourceSpans": []}']
+    mixed.write_text("\n".join([lines[0], *extra, *lines[2:]]) + "\n")
+    for path in (traces.jsonl, mixed):
+        fast = _json([str(path), "--http"], capsys)
+        monkeypatch.setattr(otlp_json, "_decode_line", None)
+        assert _json([str(path), "--http"], capsys) == fast  # orjson
+        monkeypatch.setattr(otlp_json, "_loads", json.loads)
+        assert _json([str(path), "--http"], capsys) == fast  # the standard library
+        monkeypatch.undo()
+    assert fast["input"]["bad_spans"] == 1 and fast["input"]["skipped_lines"] == 1

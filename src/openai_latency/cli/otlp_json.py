@@ -17,22 +17,25 @@ an OTLP object are counted in :class:`ReadStats` and never stop the read.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import gc
 import glob
 import gzip
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import IO, Any, cast
 
+from .otlp_values import Span, any_value, attributes, fast_span, finite, objects
+
+__all__ = ["InputError", "ReadStats", "Skipped", "Span", "any_value", "finite", "read_spans", "without_gc"]
+
+# Parsers, fastest first, same results: msgspec (the ``cli`` extra) decodes the usual lines straight
+# into spans; orjson, when installed, parses what the general reader reads; else the standard library.
 _loads: Callable[[bytes], Any]
-try:  # the ``cli`` extra: a faster parser (about 2x on these documents), same results
+try:
     import orjson
 
     _loads = orjson.loads
@@ -40,32 +43,21 @@ try:  # the ``cli`` extra: a faster parser (about 2x on these documents), same r
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
     JSON_PARSER = "json"
+_decode_line: Callable[[bytes], list[Span] | None] | None
+try:
+    from .otlp_msgspec import decode_line as _decode_line
+
+    JSON_PARSER = "msgspec"
+except ImportError:  # pragma: no cover - depends on the environment
+    _decode_line = None
 
 SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 #: Stored per read; the count in :attr:`ReadStats.skipped_count` is complete.
 MAX_SKIPPED_KEPT = 20
-_STATUS_ERROR = 2
 
 
 class InputError(Exception):
     """The input cannot be read at all (no files, a missing path): the message is for the user."""
-
-
-@dataclass(slots=True)
-class Span:
-    trace_id: str
-    span_id: str
-    parent_span_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    status_error: bool = False
-    service: str | None = None
-
-    @property
-    def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +156,8 @@ def _open(path: Path) -> IO[bytes]:
 
 
 def _parse(data: bytes) -> Any:
-    """One JSON value; orjson when installed (the ``cli`` extra), else the standard library. Bytes
-    that are not UTF-8 are read with replacement characters, as a text reader would."""
+    """One JSON value (orjson when installed, else the standard library). Bytes that are not UTF-8
+    are read with replacement characters, as a text reader would."""
     try:
         return _loads(data)
     except ValueError:
@@ -186,8 +178,16 @@ def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
             return
     try:
         with _open(path) as handle:
+            decode_line = _decode_line
             for number, line in enumerate(handle, 1):
                 stats.lines += 1
+                if decode_line is not None:
+                    spans = decode_line(line)
+                    if spans is not None:
+                        stats.trace_documents += 1
+                        stats.spans += len(spans)
+                        yield spans
+                        continue
                 try:
                     document = _loads(line)
                 except ValueError:
@@ -246,178 +246,20 @@ def _read_document(document: Any, file: str, line: int, stats: ReadStats) -> lis
                 stats.skip(file, line, f"no resourceSpans ({keys})")
             continue
         stats.trace_documents += 1
-        for resource_span in _objects(resource_spans):
+        for resource_span in objects(resource_spans):
             resource = resource_span.get("resource")
-            resource_attributes = (
-                _attributes(resource.get("attributes")) if isinstance(resource, dict) else {}
-            )
+            resource_attributes = attributes(resource.get("attributes")) if isinstance(resource, dict) else {}
             service = resource_attributes.get("service.name")
             service = service if isinstance(service, str) else None
-            for scope_span in _objects(resource_span.get("scopeSpans", resource_span.get("scope_spans"))):
+            for scope_span in objects(resource_span.get("scopeSpans", resource_span.get("scope_spans"))):
                 spans = scope_span.get("spans")
                 if not isinstance(spans, list):
                     continue
                 for raw in spans:
-                    span = _fast_span(raw, service) if isinstance(raw, dict) else None
+                    span = fast_span(raw, service) if isinstance(raw, dict) else None
                     if span is None:
                         stats.bad_spans += 1
                         continue
                     result.append(span)
     stats.spans += len(result)
     return result
-
-
-def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, dict))
-
-
-def _fast_span(raw: dict[str, Any], service: str | None) -> Span | None:
-    """:func:`_span` for the usual shape (what the collector and the SDK's encoders write), without
-    its checks; anything unexpected falls back to :func:`_span`, so both give the same result."""
-    try:
-        trace_id: str = raw["traceId"]
-        span_id: str = raw["spanId"]
-        parent: str = raw.get("parentSpanId") or ""
-        if len(trace_id) != 32 or len(span_id) != 16 or (parent and len(parent) != 16):
-            return _span(raw, service)
-        start = int(raw["startTimeUnixNano"])
-        end = int(raw["endTimeUnixNano"])
-        if end < start:
-            return None
-        attributes: dict[str, Any] = {}
-        for item in raw.get("attributes") or ():
-            encoded = item["value"]
-            value = encoded.get("stringValue")  # any_value's first choice too
-            if value.__class__ is not str:
-                ((kind, value),) = encoded.items()
-                if kind == "intValue" and value.__class__ is str:  # int64: a decimal string
-                    value = int(value)
-                elif not (kind == "doubleValue" and value.__class__ is float) and not (
-                    kind == "boolValue" and value.__class__ is bool
-                ):
-                    value = any_value(encoded)
-            attributes[item["key"]] = value
-        status = raw.get("status")
-        code = status.get("code") if status else None
-        name = raw.get("name", "")
-        return Span(
-            trace_id.lower(),
-            span_id.lower(),
-            parent.lower(),
-            name if isinstance(name, str) else str(name),
-            start,
-            end,
-            attributes,
-            code == _STATUS_ERROR or code == "STATUS_CODE_ERROR",
-            service,
-        )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return _span(raw, service)
-
-
-def _span(raw: dict[str, Any], service: str | None) -> Span | None:
-    trace_id = _id(raw.get("traceId"), 16)
-    span_id = _id(raw.get("spanId"), 8)
-    start = _int(raw.get("startTimeUnixNano"))
-    end = _int(raw.get("endTimeUnixNano"))
-    if not trace_id or not span_id or start is None or end is None or end < start:
-        return None
-    status = raw.get("status")
-    code = status.get("code") if isinstance(status, dict) else None
-    return Span(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=_id(raw.get("parentSpanId"), 8),
-        name=str(raw.get("name", "")),
-        start_ns=start,
-        end_ns=end,
-        attributes=_attributes(raw.get("attributes")),
-        status_error=code == _STATUS_ERROR or code == "STATUS_CODE_ERROR",
-        service=service,
-    )
-
-
-def _id(value: Any, size: int) -> str:
-    """Lowercase hex; hex (OTLP/JSON) or base64 (plain protobuf JSON) in. Empty when absent."""
-    if not isinstance(value, str) or not value:
-        return ""
-    if len(value) == 2 * size:
-        try:
-            bytes.fromhex(value)
-        except ValueError:
-            pass
-        else:
-            return value.lower()
-    try:
-        decoded = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return value.lower()
-    return decoded.hex() if len(decoded) == size else value.lower()
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (str, float)):
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _attributes(value: Any) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for item in _objects(value):
-        key = item.get("key")
-        if isinstance(key, str):
-            result[key] = any_value(item.get("value"))
-    return result
-
-
-def any_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` object -> str, int, float, bool, list, dict or None."""
-    if not isinstance(value, dict):
-        return None
-    if "stringValue" in value:
-        return str(value["stringValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "intValue" in value:
-        return _int(value["intValue"])
-    if "doubleValue" in value:
-        return _double(value["doubleValue"])
-    if "arrayValue" in value:
-        array = value["arrayValue"]
-        values = array.get("values") if isinstance(array, dict) else None
-        return [any_value(item) for item in values] if isinstance(values, list) else []
-    if "kvlistValue" in value:
-        kvlist = value["kvlistValue"]
-        return _attributes(kvlist.get("values")) if isinstance(kvlist, dict) else {}
-    if "bytesValue" in value:
-        return str(value["bytesValue"])
-    return None
-
-
-def _double(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)  # also "NaN", "Infinity", "-Infinity"
-        except ValueError:
-            return None
-    return None
-
-
-def finite(value: Any) -> float | None:
-    """A finite float from an attribute value, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None

@@ -37,18 +37,8 @@ class _Collector:
         self.phase_spans = 0
 
     def add(self, span: Span) -> None:
+        """A span that is not a phase span (those are added by :func:`collect` itself)."""
         attributes = span.attributes
-        phase = attributes.get(PHASE_KEY)
-        if phase.__class__ is str:
-            self.phase_spans += 1
-            child = (span.span_id, self.phase_names.setdefault(phase, phase), span.start_ns, span.end_ns)
-            key = span.trace_id + span.parent_span_id
-            waiting = self.children.get(key)
-            if waiting is None:
-                self.children[key] = [child]
-            else:
-                waiting.append(child)
-            return
         if not ours(attributes):
             self.collected.other_names[span.name] += 1
             return
