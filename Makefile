@@ -51,7 +51,7 @@ dist: $(STAMP)
 # The wheel as a user installs it: a fresh virtual environment, the console scripts, an app under
 # opentelemetry-instrument (catches files missing from the package). About a minute (pip installs).
 dist-check: dist
-	OPENAI_LATENCY_DIST=dist bash scripts/pytest.sh $(PY) tests/dist
+	OPENAI_LATENCY_DIST=dist bash scripts/pytest.sh $(PY) tests/installed
 
 # -k: every part runs and reports, and the target fails if any did
 test:

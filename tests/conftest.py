@@ -19,8 +19,8 @@ from openai_latency.fake_server import FakeServer, SpawnedServer
 from tests.otel_capture import full  # noqa: F401  (spans + metrics with exemplars + logs)
 from tests.spans import Captured
 
-# tests/dist installs the built wheel into a fresh venv (pip, about a minute): `make dist-check` only
-collect_ignore = [] if os.environ.get("OPENAI_LATENCY_DIST") else ["dist"]
+# tests/installed installs the built wheel into a fresh venv (pip, about a minute): `make dist-check` only
+collect_ignore = [] if os.environ.get("OPENAI_LATENCY_DIST") else ["installed"]
 
 
 @pytest.fixture(scope="session")

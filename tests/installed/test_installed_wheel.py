@@ -1,0 +1,105 @@
+"""The wheel as a user installs it (``make dist-check``; collected only when OPENAI_LATENCY_DIST names
+the folder ``make dist`` filled): a fresh virtual environment, ``pip install`` of the wheel with its
+extras from the package index, then its console scripts and an app under its
+``opentelemetry-instrument``. Catches modules, entry points and extras missing from the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from tests.e2e.processes import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / os.environ.get("OPENAI_LATENCY_DIST", "dist")
+APP = """
+import openai, os
+client = openai.OpenAI(base_url=os.environ["FAKE_BASE_URL"], api_key="sk-test", max_retries=0)
+for _ in range(3):
+    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+"""
+
+
+def _one(pattern: str) -> Path:
+    (found,) = DIST.glob(pattern)
+    return found
+
+
+def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, **kwargs)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{argv}: {done.stderr[-2000:]}"
+    return done  # type: ignore[no-any-return]
+
+
+def test_the_archives_hold_every_module() -> None:
+    modules = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src").rglob("*.py")}
+    with zipfile.ZipFile(_one("*.whl")) as wheel:
+        names = set(wheel.namelist())
+        entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert modules <= names, sorted(modules - names)
+    for line in ("openai-latency = openai_latency.cli:main", "openai_latency = openai_latency:OpenAILatencyInstrumentor",
+                 "openai_latency_file = openai_latency.file_exporter:FileSpanExporter"):  # fmt: skip
+        assert line in entry_points
+    with tarfile.open(_one("*.tar.gz")) as sdist:
+        members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {f"src/{m}" for m in modules} | {"README.md", "pyproject.toml", "CHANGELOG.md"} <= members
+
+
+def test_installed_wheel_runs(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    bin_dir = venv / "bin"
+    wheel = _one("*.whl")
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+          f"{wheel}[file,demo,cli]"])  # fmt: skip
+    for command in (["report", "--help"], ["fake-server", "--help"], ["--version"]):
+        done = _run([str(bin_dir / "openai-latency"), *command], cwd=tmp_path)
+        assert done.stdout.strip()
+    assert "--jaeger" in _run([str(bin_dir / "openai-latency"), "report", "--help"]).stdout
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(bin_dir / "openai-latency"), "fake-server", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "fake server did not start"
+                time.sleep(0.2)
+        app = tmp_path / "app.py"
+        app.write_text(APP)
+        env = {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HOME": os.environ.get("HOME", str(tmp_path)),
+            "FAKE_BASE_URL": f"http://127.0.0.1:{port}/v1",
+            "OTEL_TRACES_EXPORTER": "openai_latency_file",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_SERVICE_NAME": "from-the-wheel",
+        }
+        _run([str(bin_dir / "opentelemetry-instrument"), str(bin_dir / "python"), str(app)], env=env, cwd=tmp_path)
+        traces = list((tmp_path / "out" / "otlp").glob("traces-*.jsonl"))
+        assert len(traces) == 1  # the exporter's default file, under ./out/otlp
+        # `openai-latency report` with no path reads ./out/otlp
+        report = json.loads(_run([str(bin_dir / "openai-latency"), "report", "--format", "json"], cwd=tmp_path).stdout)
+        assert report["input"]["operation_spans"] == 3 and report["input"]["phase_spans"] >= 9
+        assert [group["key"]["model"] for group in report["groups"]] == ["gpt-4o-mini"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
