@@ -44,8 +44,11 @@ def test_the_archives_hold_every_module() -> None:
         names = set(wheel.namelist())
         entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert modules <= names, sorted(modules - names)
-    for line in ("openai-latency = openai_latency.cli:main", "openai_latency = openai_latency:OpenAILatencyInstrumentor",
-                 "openai_latency_file = openai_latency.file_exporter:FileSpanExporter"):  # fmt: skip
+    for line in (
+        "openai-latency = openai_latency.cli:main",
+        "openai_latency = openai_latency:OpenAILatencyInstrumentor",
+        "openai_latency_file = openai_latency.file_exporter:FileSpanExporter",
+    ):
         assert line in entry_points
     with tarfile.open(_one("*.tar.gz")) as sdist:
         members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
@@ -89,11 +92,13 @@ def test_installed_wheel_runs(tmp_path: Path) -> None:
             "OTEL_LOGS_EXPORTER": "none",
             "OTEL_SERVICE_NAME": "from-the-wheel",
         }
-        _run([str(bin_dir / "opentelemetry-instrument"), str(bin_dir / "python"), str(app)], env=env, cwd=tmp_path)
+        instrument = [str(bin_dir / "opentelemetry-instrument"), str(bin_dir / "python"), str(app)]
+        _run(instrument, env=env, cwd=tmp_path)
         traces = list((tmp_path / "out" / "otlp").glob("traces-*.jsonl"))
         assert len(traces) == 1  # the exporter's default file, under ./out/otlp
         # `openai-latency report` with no path reads ./out/otlp
-        report = json.loads(_run([str(bin_dir / "openai-latency"), "report", "--format", "json"], cwd=tmp_path).stdout)
+        done = _run([str(bin_dir / "openai-latency"), "report", "--format", "json"], cwd=tmp_path)
+        report = json.loads(done.stdout)
         assert report["input"]["operation_spans"] == 3 and report["input"]["phase_spans"] >= 9
         assert [group["key"]["model"] for group in report["groups"]] == ["gpt-4o-mini"]
     finally:
