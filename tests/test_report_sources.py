@@ -232,6 +232,15 @@ def test_waterfall_draws_the_slowest_calls(traces: Traces, capsys: pytest.Captur
     attempt0 = next(line for line in drawn if line.split()[:1] == ["network_wait"])
     assert backoff.index("█") >= attempt0.rindex("█")
 
+    drawn_json = _json([str(traces.jsonl), "--waterfall", "3", "--http"], capsys)["waterfall"]
+    assert [call["request_id"] for call in drawn_json] == [call.request_id for call in slowest]
+    first_call = drawn_json[0]
+    assert [(p["phase"], p["depth"]) for p in first_call["phases"]] == [
+        (i.phase, i.depth) for i in slowest[0].intervals
+    ]
+    assert first_call["phases"][0]["start"] == pytest.approx(0.0, abs=1e-3)
+    assert first_call["duration"] == pytest.approx(slowest[0].duration)
+
     code, out, _ = _run([str(traces.jsonl), "--waterfall", "2"], capsys)
     assert code == 0 and "waterfall: the 2 slowest calls, one time axis" in out
     assert "http." not in out.split("waterfall:")[1]  # sub-phases only with --http

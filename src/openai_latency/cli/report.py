@@ -37,7 +37,7 @@ from .report_stats import (
     summarize,
 )
 from .tree import format_duration
-from .waterfall import waterfall_lines
+from .waterfall import waterfall_json, waterfall_lines
 
 DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "--waterfall",
         type=_positive_int,
         metavar="N",
-        help="also draw the N slowest calls' phases as bars on one time axis (text; --http: sub-phases)",
+        help="also draw the N slowest calls' phases as bars on one time axis (--http: with sub-phases)",
     )
     add_source_arguments(parser)
     return parser
@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         )
     groups = summarize(collected.calls, by, args.slow_threshold)
     if args.format == "json":
-        text = json.dumps(_json_report(stats, collected, by, groups, args.slow_threshold), indent=2)
+        document = _json_report(stats, collected, by, groups, args.slow_threshold)
+        if args.waterfall:
+            document["waterfall"] = waterfall_json(collected.calls, args.waterfall, http=args.http)
+        text = json.dumps(document, indent=2)
     else:
         lines = _header(stats, collected, by, args.slow_threshold)
         lines += _compare_lines(groups, args.http) if args.compare else _group_lines(groups, args.http)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from .report_stats import PHASES, Call, Interval
 from .tree import format_duration
@@ -63,6 +64,33 @@ def waterfall_lines(
         elif not exact:
             lines.append("   (no phase spans exported: phases from the call's summed attributes, in order)")
     return lines
+
+
+def waterfall_json(calls: Sequence[Call], n: int, http: bool = False) -> list[dict[str, Any]]:
+    """The same ``n`` slowest calls as data: offsets and durations in seconds from the call's start."""
+    result = []
+    for call in sorted(calls, key=lambda call: call.duration, reverse=True)[: max(n, 0)]:
+        intervals, exact = _intervals(call, http)
+        origin = _origin(call, intervals)
+        found = call.dominant()
+        result.append({
+            "name": call.name,
+            "duration": call.duration,
+            "request_id": call.request_id,
+            "error_type": call.error_type,
+            "dominant_phase": found[0] if found else None,
+            "from_phase_spans": exact,
+            "phases": [
+                {
+                    "phase": i.phase,
+                    "depth": i.depth,
+                    "start": (i.start_ns - origin) / 1e9,
+                    "duration": (i.end_ns - i.start_ns) / 1e9,
+                }
+                for i in intervals
+            ],
+        })  # fmt: skip
+    return result
 
 
 def _header(rank: int, call: Call, width: int) -> list[str]:
