@@ -151,7 +151,7 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         ttft=finite(attributes.get("openai_latency.time_to_first_token")),
         tpot=finite(attributes.get("openai_latency.time_per_output_token")),
         consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
-        dominant_attribute=dominant if isinstance(dominant, str) else None,
+        dominant_attribute=_NAMES.setdefault(dominant, dominant) if isinstance(dominant, str) else None,
         start_ns=span.start_ns,
         request_id=request_id if isinstance(request_id, str) else None,
     )
