@@ -1,4 +1,4 @@
-"""The ``openai-latency`` command: ``demo``, ``report`` and ``fake-server``."""
+"""The ``openai-latency`` command: ``demo``, ``bench``, ``report`` and ``fake-server``."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="openai-latency",
-        description="Where the time of every OpenAI SDK call goes. Commands: demo, report, fake-server.",
+        description="Where the time of every OpenAI SDK call goes. Commands: demo, bench, report, fake-server.",
     )
     parser.add_argument("--version", action="version", version=f"openai-latency {__version__}")
-    parser.add_argument("command", choices=("demo", "report", "fake-server"), help="what to run")
+    parser.add_argument("command", choices=("demo", "bench", "report", "fake-server"), help="what to run")
     if not args or args[0].startswith("-"):
         parser.parse_args(args or ["--help"])
         return 2
@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import main as demo_main
 
         return demo_main(rest)
+    if command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(rest)
     if command == "report":
         from .report import main as report_main
 

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from .otlp_json import InputError, ReadStats, read_spans
 from .report_stats import (
     GROUP_KEYS,
+    Call,
     HTTP_PHASES,
     Dist,
     GroupStats,
@@ -34,6 +35,7 @@ from .report_stats import (
     summarize,
 )
 from .tree import format_duration
+from .triage import Bucket, triage, triage_lines
 
 DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
@@ -79,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="slow calls are those taking at least this long (default: the group's p95)",
     )
     parser.add_argument(
+        "--client-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="triage: the client timeout the calls ran with (a failure near it is a slow failure)",
+    )
+    parser.add_argument(
         "--http",
         action="store_true",
         help="also show the http.* sub-phases of network_wait (summed per call)",
@@ -99,9 +107,12 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str]:
+def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str] | None:
+    """The ``--by`` keys, checked; None when not given (see :func:`_default_by`)."""
+    if values is None:
+        return None
     keys: list[str] = []
-    for value in values or [",".join(DEFAULT_BY)]:
+    for value in values:
         for item in (part.strip() for part in value.split(",")):
             if item == "none":
                 continue
@@ -112,12 +123,19 @@ def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> li
     return keys
 
 
+def _default_by(calls: Sequence[Call]) -> tuple[str, ...]:
+    """endpoint and model; the target (and load level of a sweep) for the spans of ``bench --out``."""
+    if calls and all(call.keys["target"] != "-" for call in calls):
+        return ("target", "load") if len({call.keys["load"] for call in calls}) > 1 else ("target",)
+    return DEFAULT_BY
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     parser = _parser()
     args = parser.parse_args(argv)
-    by = _group_keys(parser, args.by)
+    keys = _group_keys(parser, args.by)
     stats = ReadStats()
     try:
         collected = collect_calls(read_spans(args.paths or [DEFAULT_INPUT], stats))
@@ -137,12 +155,19 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             f"openai-latency report: no operation spans found. {_found_instead(stats, collected)}", file=err
         )
         return 1
+    by = list(_default_by(collected.calls)) if keys is None else keys
     groups = summarize(collected.calls, by, args.slow_threshold)
+    triaged = [_triage(group, collected.calls, args.client_timeout) for group in groups]
     if args.format == "json":
-        text = json.dumps(_json_report(stats, collected, by, groups, args.slow_threshold), indent=2)
+        report = _json_report(stats, collected, by, groups, args.slow_threshold)
+        for entry, buckets in zip(report["groups"], triaged, strict=True):
+            entry["triage"] = {name: bucket.as_dict() for name, bucket in buckets.items()}
+        text = json.dumps(report, indent=2)
     else:
         lines = _header(stats, collected, by, args.slow_threshold)
         lines += _compare_lines(groups, args.http) if args.compare else _group_lines(groups, args.http)
+        for group, buckets in zip(groups, triaged, strict=True):
+            lines += ["", f"{group.label}:" if len(groups) > 1 else "", *triage_lines(buckets, group.calls)]
         text = "\n".join(lines)
     try:
         out.write(text + "\n")
@@ -152,6 +177,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, out.fileno())
     return 0
+
+
+def _triage(group: GroupStats, calls: Sequence[Call], client_timeout: float | None) -> dict[str, Bucket]:
+    members = [call for call in calls if all(call.keys[k] == v for k, v in group.key.items())]
+    return triage(members, group.slow.threshold, client_timeout)
 
 
 def _found_instead(stats: ReadStats, collected: Any) -> str:

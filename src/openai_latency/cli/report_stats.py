@@ -23,8 +23,14 @@ PHASE_PREFIX = "openai_latency.phase."
 PHASES = ("request_build", "network_wait", "retry_backoff", "first_token", "stream_drain", "response_read")
 #: Sub-phases of network_wait (its children), in order.
 HTTP_PHASES = ("pool_wait", "dns", "connect", "tls", "send", "server_wait")
-GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service")
+GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service", "target", "load")
+#: Set on every span of an ``openai-latency bench`` run: the target's name and the load level.
+BENCH_TARGET = "openai_latency.bench.target"
+BENCH_LOAD = "openai_latency.bench.load"
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+RETRY_REASON = "openai_latency.retry.reason"
+# A phase span under its parent: (span id, phase, seconds, start ns, retry reason).
+_Child = tuple[str, str, float, int, "str | None"]
 
 
 @dataclass
@@ -41,6 +47,20 @@ class Call:
     tpot: float | None
     consumer_time: float | None
     dominant_attribute: str | None
+    start_ns: int = 0
+    end_ns: int = 0
+    trace_id: str = ""
+    request_id: str | None = None
+    category: str | None = None
+    #: ``openai_latency.retry.reason`` of each retry taken, in order.
+    retry_reasons: tuple[str, ...] = ()
+    ttfc: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_estimated: bool = False
+    stream: bool = False
+    end_state: str | None = None
 
     def dominant(self) -> tuple[str, float] | None:
         """(phase with the largest time, its share of the call); the span's own answer without phases."""
@@ -72,14 +92,17 @@ def collect_calls(spans: Iterable[Span]) -> Collected:
     """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
     openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children."""
     candidates: list[Span] = []
-    # (trace id, parent span id) -> [(span id, phase, seconds)]
-    children: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
+    # (trace id, parent span id) -> [(span id, phase, seconds, start ns, retry reason)]
+    children: dict[tuple[str, str], list[_Child]] = defaultdict(list)
     collected = Collected([])
     for span in spans:
         phase = span.attributes.get(PHASE_KEY)
         if isinstance(phase, str):
             collected.phase_spans += 1
-            children[(span.trace_id, span.parent_span_id)].append((span.span_id, phase, span.duration_s))
+            reason = span.attributes.get(RETRY_REASON) if phase == "retry_backoff" else None
+            children[(span.trace_id, span.parent_span_id)].append(
+                (span.span_id, phase, span.duration_s, span.start_ns, None if reason is None else str(reason))
+            )
         elif _ours(span.attributes):
             candidates.append(span)
         else:
@@ -100,17 +123,16 @@ def collect_calls(spans: Iterable[Span]) -> Collected:
     return collected
 
 
-def _call(
-    span: Span,
-    direct: list[tuple[str, str, float]],
-    children: dict[tuple[str, str], list[tuple[str, str, float]]],
-) -> Call:
+def _call(span: Span, direct: list[_Child], children: dict[tuple[str, str], list[_Child]]) -> Call:
     attributes = span.attributes
     phases: dict[str, float] = defaultdict(float)
     http: dict[str, float] = defaultdict(float)
-    for span_id, phase, seconds in direct:
+    reasons: list[tuple[int, str]] = []
+    for span_id, phase, seconds, start_ns, reason in direct:
         phases[phase] += seconds
-        for _, sub_phase, sub_seconds in children.get((span.trace_id, span_id), []):
+        if reason is not None:
+            reasons.append((start_ns, reason))
+        for _, sub_phase, sub_seconds, _, _ in children.get((span.trace_id, span_id), []):
             http[sub_phase] += sub_seconds
     if not direct:  # phase spans off (or not exported): the operation's summed attributes
         for key, value in attributes.items():
@@ -133,6 +155,8 @@ def _call(
             "operation": str(operation),
             "provider": str(attributes.get("gen_ai.provider.name") or "-"),
             "service": span.service or "-",
+            "target": str(attributes.get(BENCH_TARGET) or "-"),
+            "load": str(attributes.get(BENCH_LOAD) or "-"),
         },
         duration=span.duration_s,
         phases=dict(phases),
@@ -142,7 +166,34 @@ def _call(
         tpot=finite(attributes.get("openai_latency.time_per_output_token")),
         consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
         dominant_attribute=dominant if isinstance(dominant, str) else None,
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        trace_id=span.trace_id,
+        request_id=_text(attributes.get("openai_latency.request_id")),
+        category=_text(attributes.get("openai_latency.error.category")),
+        retry_reasons=tuple(reason for _, reason in sorted(reasons)),
+        ttfc=finite(attributes.get("gen_ai.response.time_to_first_chunk")),
+        input_tokens=_int(attributes.get("gen_ai.usage.input_tokens")),
+        output_tokens=_int(attributes.get("gen_ai.usage.output_tokens")),
+        cached_tokens=_int(attributes.get("gen_ai.usage.cache_read.input_tokens")),
+        usage_estimated=attributes.get("openai_latency.usage.estimated") is True,
+        stream=attributes.get("gen_ai.request.stream") is True,
+        end_state=_text(attributes.get("openai_latency.stream.end_state")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():  # OTLP JSON's intValue is a string
+        return int(value)
+    return None
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

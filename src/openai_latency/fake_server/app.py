@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -92,6 +93,8 @@ class FakeApp:
         self.http2 = http2 and HTTP2_AVAILABLE
         """Serve HTTP/2 on TLS connections whose ALPN negotiated ``h2``."""
         self._connection_ids = itertools.count(1)
+        self._first_attempts = itertools.count(1)  # for ``fail-every``
+        self._seen_prompts: set[str] = set()  # for ``prompt-cache``
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -168,7 +171,10 @@ class FakeApp:
         prompt = {"chat": body.get("messages"), "completions": body.get("prompt")}.get(
             endpoint, [body.get("instructions"), body.get("input")]
         )
-        out = payloads.make_output(record.request_id[4:], model, prompt, script)
+        cache_hit = script.prompt_cache and self._cache_lookup(model, prompt)
+        if cache_hit and script.cached_ttft is not None:
+            script = dataclasses.replace(script, ttft=script.cached_ttft)
+        out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
         if endpoint == "response_get" and argument:
             out = payloads.Output(argument.removeprefix("resp_"), model, out.words, out.prompt_tokens, script)
         if stream:
@@ -199,6 +205,13 @@ class FakeApp:
             result = payloads.files_json()
         return await self._send_json(conn, req, record, script, status, result)
 
+    def _cache_lookup(self, model: str, prompt: object) -> bool:
+        """``prompt-cache``: has this prompt been seen before? (Remembers it either way.)"""
+        key = json.dumps([model, prompt], sort_keys=True, default=str)
+        hit = key in self._seen_prompts
+        self._seen_prompts.add(key)
+        return hit
+
     def _failure(
         self,
         script: Script,
@@ -219,6 +232,9 @@ class FakeApp:
         retry_headers = False
         if spec is None and record.attempt < script.fail_attempts:
             spec, retry_headers = error_for_status(script.fail_status), True
+        if spec is None and script.fail_every and record.attempt == 0:
+            if next(self._first_attempts) % script.fail_every == 0:
+                spec, retry_headers = error_for_status(script.fail_status), True
         if spec is None:
             return None
         extra: list[tuple[str, str]] = []

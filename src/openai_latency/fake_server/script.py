@@ -34,6 +34,11 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``tool-call``               ``1``: chat output is a ``fake_tool`` call with streamed arguments
 ``response-status``         Responses: ``completed``, ``failed`` (``response.failed``),
                             ``incomplete`` (``response.incomplete``)
+``fail-every``              server-wide: the first attempt of every Nth request fails with
+                            ``fail-status`` (an occasional 429; the retry succeeds)
+``prompt-cache``            ``1``: a prompt (model + messages/input) seen before is a cache hit:
+                            usage reports all its input tokens as ``cached_tokens``
+``cached-ttft-ms``          ``ttft-ms`` of a cache hit (default: ``ttft-ms``)
 ``ratelimit-<name>``        ``x-ratelimit-<name>`` header; defaults in :data:`DEFAULT_RATE_LIMITS`
 ==========================  =====================================================================
 """
@@ -183,6 +188,9 @@ class Script:
     finish_reason: str | None = None
     tool_call: bool = False
     response_status: ResponseStatus = "completed"
+    fail_every: int = 0
+    prompt_cache: bool = False
+    cached_ttft: float | None = None
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -263,6 +271,9 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "finish-reason": ("finish_reason", None),
     "tool-call": ("tool_call", _flag),
     "response-status": ("response_status", lambda k, v: _choice(k, v, ("completed", "failed", "incomplete"))),
+    "fail-every": ("fail_every", _count),
+    "prompt-cache": ("prompt_cache", _flag),
+    "cached-ttft-ms": ("cached_ttft", _ms),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.
