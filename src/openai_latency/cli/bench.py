@@ -55,42 +55,85 @@ def _parser() -> Parser:
     what.add_argument("--target", action="append", required=True, metavar="NAME=BASE_URL[@MODEL]")
     what.add_argument("--model", help="model for targets that do not name one")
     what.add_argument(
-        "--api-key-env", action="append", metavar="NAME=VAR", help="API key variable per target (default OPENAI_API_KEY)"
+        "--api-key-env",
+        action="append",
+        metavar="NAME=VAR",
+        help="API key variable per target (default OPENAI_API_KEY)",
     )
     work = parser.add_argument_group("workload")
     prompt = work.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="the user message (default: a short question)")
     prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
-    prompt.add_argument("--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens")
+    prompt.add_argument(
+        "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
+    )
     work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
     work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
-    work.add_argument("--stream-usage", action=argparse.BooleanOptionalAction, default=True,
-                      help="ask for usage in the last chunk (stream_options.include_usage; default on)")  # fmt: skip
+    work.add_argument(
+        "--stream-usage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask for usage in the last chunk (stream_options.include_usage; default on)",
+    )
     work.add_argument("--temperature", type=float)
     load = parser.add_argument_group("load")
-    load.add_argument("-c", "--concurrency", type=arguments.count_list, metavar="C[,C...]",
-                      help="closed loop: requests in flight (a list runs a sweep); with --rate: the cap")  # fmt: skip
-    load.add_argument("--rate", type=arguments.positive_float, metavar="R", help="open loop: requests/s per target")
+    load.add_argument(
+        "-c",
+        "--concurrency",
+        type=arguments.count_list,
+        metavar="C[,C...]",
+        help="closed loop: requests in flight (a list runs a sweep); with --rate: the cap",
+    )
+    load.add_argument(
+        "--rate", type=arguments.positive_float, metavar="R", help="open loop: requests/s per target"
+    )
     load.add_argument("--poisson", action="store_true", help="with --rate: exponential inter-arrival gaps")
     amount = load.add_mutually_exclusive_group()
-    amount.add_argument("-n", "--requests", type=arguments.count, metavar="N", help="requests per target (default 20)")
-    amount.add_argument("--duration", type=arguments.duration, metavar="S", help="run each load level this long")
-    load.add_argument("--warmup", type=arguments.non_negative_count, default=0, metavar="W",
-                      help="requests per target before measuring (not in the results)")  # fmt: skip
-    load.add_argument("--sequential", action="store_true", help="one target after another instead of interleaved")
+    amount.add_argument(
+        "-n", "--requests", type=arguments.count, metavar="N", help="requests per target (default 20)"
+    )
+    amount.add_argument(
+        "--duration", type=arguments.duration, metavar="S", help="run each load level this long"
+    )
+    load.add_argument(
+        "--warmup",
+        type=arguments.non_negative_count,
+        default=0,
+        metavar="W",
+        help="requests per target before measuring (not in the results)",
+    )
+    load.add_argument(
+        "--sequential", action="store_true", help="one target after another instead of interleaved"
+    )
     load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
     client = parser.add_argument_group("client")
     client.add_argument("--timeout", type=arguments.duration, default=60.0, metavar="S", help="default 60 s")
-    client.add_argument("--max-retries", type=arguments.non_negative_count, default=2, help="SDK retries (default 2)")
+    client.add_argument(
+        "--max-retries", type=arguments.non_negative_count, default=2, help="SDK retries (default 2)"
+    )
     result = parser.add_argument_group("results")
-    result.add_argument("--slo", type=parse_slo, metavar="BOUNDS",
-                        help=f"goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=5s ({', '.join(SLO_METRICS)})")  # fmt: skip
-    result.add_argument("--slow-threshold", type=arguments.duration, metavar="S",
-                        help="triage: slow successes take at least this long (default: the target's p95)")  # fmt: skip
+    result.add_argument(
+        "--slo",
+        type=parse_slo,
+        metavar="BOUNDS",
+        help=f"goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=5s ({', '.join(SLO_METRICS)})",
+    )
+    result.add_argument(
+        "--slow-threshold",
+        type=arguments.duration,
+        metavar="S",
+        help="triage: slow successes take at least this long (default: the target's p95)",
+    )
     result.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table")
-    result.add_argument("--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)")
-    result.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                        help="live progress on a terminal (default on)")  # fmt: skip
+    result.add_argument(
+        "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
+    )
+    result.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="live progress on a terminal (default on)",
+    )
     return parser
 
 
@@ -119,35 +162,50 @@ def _bench(opts: argparse.Namespace) -> int:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
     except ImportError as exc:
-        raise UsageError(f"bench needs the cli extra: pip install 'openai-latency[cli]' ({exc.name} missing)") from None
+        raise UsageError(
+            f"bench needs the cli extra: pip install 'openai-latency[cli]' ({exc.name} missing)"
+        ) from None
     unreachable = _unreachable(targets)
     for target, reason in unreachable.items():
-        print(f"openai-latency bench: target {target.name} ({target.base_url}) is unreachable: {reason};"
-              " the other targets still run", file=sys.stderr)  # fmt: skip
+        print(
+            f"openai-latency bench: target {target.name} ({target.base_url}) is unreachable: {reason};"
+            " the other targets still run",
+            file=sys.stderr,
+        )
     targets = [t for t in targets if t not in unreachable]
     if not targets:
         return 1
     for target in targets:
         if target.api_key() is None:
-            print(f"openai-latency bench: warning: {target.api_key_env} is not set: target {target.name}"
-                  " gets requests without an API key", file=sys.stderr)  # fmt: skip
+            print(
+                f"openai-latency bench: warning: {target.api_key_env} is not set: target {target.name}"
+                " gets requests without an API key",
+                file=sys.stderr,
+            )
     if opts.out:
         _check_writable(opts.out)
 
-    from .. import OpenAILatencyInstrumentor
     from opentelemetry.metrics import NoOpMeterProvider
+
+    from .. import OpenAILatencyInstrumentor
 
     recorder = Recorder()
     provider = TracerProvider(resource=Resource.create({"service.name": "openai-latency-bench"}))
     provider.add_span_processor(recorder)
     instrumentor = OpenAILatencyInstrumentor()
-    instrumentor.instrument(tracer_provider=provider, meter_provider=NoOpMeterProvider(), phase_spans="detailed")
+    instrumentor.instrument(
+        tracer_provider=provider, meter_provider=NoOpMeterProvider(), phase_spans="detailed"
+    )
     requests = opts.requests if opts.duration is None else None
     state = RunState(planned={t.name: (requests or 0) * len(loads) for t in targets}, chunk_gaps={})
     try:
         clients = [
-            openai.AsyncOpenAI(base_url=t.base_url, api_key=t.api_key() or "-", timeout=opts.timeout,
-                               max_retries=opts.max_retries)  # fmt: skip
+            openai.AsyncOpenAI(
+                base_url=t.base_url,
+                api_key=t.api_key() or "-",
+                timeout=opts.timeout,
+                max_retries=opts.max_retries,
+            )
             for t in targets
         ]
         runner = Runner(targets, clients, workload, state, seed=opts.seed)
@@ -202,9 +260,13 @@ def _check_writable(path: str) -> None:
 
 
 async def _run_all(
-    runner: Runner, clients: list[Any], loads: list[Load], opts: argparse.Namespace, progress: Progress,
+    runner: Runner,
+    clients: list[Any],
+    loads: list[Load],
+    opts: argparse.Namespace,
+    progress: Progress,
     requests: int | None,
-) -> bool:  # fmt: skip
+) -> bool:
     """Run warm-up and every load level; True when interrupted (Ctrl-C cancels what is in flight)."""
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -268,7 +330,7 @@ def _finish(
     if opts.out:
         write_otlp_json(opts.out, spans)
     calls = collect_calls(from_readable(span) for span in spans).calls
-    by = ("target", "load") if len(loads) > 1 else ("target",)
+    by = ("target", "load")
     slo: Slo = opts.slo or Slo()
     from .bench_stats import target_stats
 
@@ -299,15 +361,25 @@ def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
 
 
 def _print_tables(
-    out: Output, opts: argparse.Namespace, targets: Sequence[Target], workload: Workload, loads: list[Load],
-    stats: list[TargetStats], state: RunState, slo: Slo,
-) -> None:  # fmt: skip
-    amount = f"{opts.requests} requests per target" if opts.requests else f"{opts.duration:g} s per load level"
+    out: Output,
+    opts: argparse.Namespace,
+    targets: Sequence[Target],
+    workload: Workload,
+    loads: list[Load],
+    stats: list[TargetStats],
+    state: RunState,
+    slo: Slo,
+) -> None:
+    amount = (
+        f"{opts.requests} requests per target" if opts.requests else f"{opts.duration:g} s per load level"
+    )
     mode = "stream" if workload.stream else "no stream"
     order = "sequential" if opts.sequential else "interleaved"
+    levels = ", ".join(load.label for load in loads)
     out.line(
-        f"openai-latency bench: {len(targets)} target(s), {amount}, {', '.join(l.label for l in loads)},"
-        f" {mode}, max_tokens {workload.max_tokens}, {order}" + (f", {opts.warmup} warm-up" if opts.warmup else ""),
+        f"openai-latency bench: {len(targets)} target(s), {amount}, {levels},"
+        f" {mode}, max_tokens {workload.max_tokens}, {order}"
+        + (f", {opts.warmup} warm-up" if opts.warmup else ""),
         style="bold",
     )
     if state.late:
@@ -326,16 +398,24 @@ def _print_tables(
 
 
 def _json(
-    opts: argparse.Namespace, targets: Sequence[Target], workload: Workload, loads: list[Load],
-    stats: list[TargetStats], state: RunState, unreachable: dict[Target, str], slo: Slo,
-) -> dict[str, Any]:  # fmt: skip
+    opts: argparse.Namespace,
+    targets: Sequence[Target],
+    workload: Workload,
+    loads: list[Load],
+    stats: list[TargetStats],
+    state: RunState,
+    unreachable: dict[Target, str],
+    slo: Slo,
+) -> dict[str, Any]:
     differences = {load: differs_most(level) for load, level in _by_load(stats).items()}
     return {
         "tool": "openai-latency bench",
         "version": __version__,
         "config": {
             "targets": [{"name": t.name, "base_url": t.base_url, "model": t.model} for t in targets],
-            "unreachable": [{"name": t.name, "base_url": t.base_url, "reason": r} for t, r in unreachable.items()],
+            "unreachable": [
+                {"name": t.name, "base_url": t.base_url, "reason": r} for t, r in unreachable.items()
+            ],
             "stream": workload.stream,
             "max_tokens": workload.max_tokens,
             "prompt_chars": len(workload.prompt),

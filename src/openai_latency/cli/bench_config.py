@@ -22,9 +22,10 @@ DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM respo
 _TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
 # A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
 _WORDS = (
-    "time network server model token queue first stream request answer reason latency cache "
-    "prompt batch client slow fast wait phase call retry limit rate order value point data"
-).split()
+    "time", "network", "server", "model", "token", "queue", "first", "stream", "request", "answer",
+    "reason", "latency", "cache", "prompt", "batch", "client", "slow", "fast", "wait", "phase", "call",
+    "retry", "limit", "rate", "order", "value", "point", "data",
+)  # fmt: skip
 TOKENS_PER_WORD = 1.3
 
 
@@ -95,7 +96,7 @@ class Slo:
 def parse_target(text: str, default_model: str | None, key_envs: dict[str, str]) -> Target:
     match = _TARGET.match(text.strip())
     if not match:
-        raise argparse.ArgumentTypeError(
+        raise UsageError(
             f"--target: expected NAME=BASE_URL or NAME=BASE_URL@MODEL (http or https), got {text!r}"
         )
     model = match.group("model") or default_model

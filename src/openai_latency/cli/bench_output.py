@@ -45,7 +45,9 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     add("e2e (whole call)", [_triple(s.e2e) for s in stats])
     add("tpot (first token excluded)", [_triple(s.tpot) for s in stats])
     add("chunk gaps (client)", [_triple(s.chunk_gaps) for s in stats])
-    add("tokens/s per request p50", [_rate(s.tokens_per_s.p50 if s.tokens_per_s else None, "") for s in stats])
+    add(
+        "tokens/s per request p50", [_rate(s.tokens_per_s.p50 if s.tokens_per_s else None, "") for s in stats]
+    )
     add("throughput (output tokens/s)", [_rate(s.throughput, "") for s in stats])
     add("requests/s", [_rate(s.requests_per_s, "") for s in stats])
     if slo:
@@ -75,7 +77,9 @@ def phase_rows(stats: Sequence[TargetStats]) -> Rows:
             phases = s.group.http if name.startswith("  http.") else s.group.phases
             key = name.removeprefix("  http.")
             found = next((p.dist for p in phases if p.name == key), None)
-            cells.append("-" if found is None else f"{format_duration(found.p50)} / {format_duration(found.p95)}")
+            cells.append(
+                "-" if found is None else f"{format_duration(found.p50)} / {format_duration(found.p95)}"
+            )
         rows.append([name, *cells])
     return rows
 
@@ -149,7 +153,7 @@ def _flat(s: TargetStats, slo: Slo) -> list[tuple[str, float | int | None]]:
         if isinstance(value, dict):
             for key, item in value.items():
                 walk(f"{prefix}.{key}" if prefix else key, item)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) or value is None:
+        elif (isinstance(value, (int, float)) and not isinstance(value, bool)) or value is None:
             flat.append((prefix if "." in prefix else f"{prefix}.value", value))
 
     walk("", {k: v for k, v in data.items() if k not in ("key", "label", "triage")})

@@ -186,9 +186,7 @@ def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
     return iter([index for _ in range(requests) for index in indices])
 
 
-async def closed_loop(
-    order: Iterator[int], concurrency: int, send: Send, deadline: float | None
-) -> None:
+async def closed_loop(order: Iterator[int], concurrency: int, send: Send, deadline: float | None) -> None:
     async def worker() -> None:
         for index in order:  # one shared iterator: each request is taken exactly once
             if deadline is not None and time.monotonic() >= deadline:
@@ -227,7 +225,7 @@ async def open_loop(
             await slots.acquire()
             task = asyncio.ensure_future(send(index))
             tasks.add(task)
-            task.add_done_callback(lambda done: (tasks.discard(done), slots.release()))
+            task.add_done_callback(_finisher(tasks, slots))
         if tasks:
             await asyncio.gather(*tasks)
     finally:
@@ -236,6 +234,16 @@ async def open_loop(
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
     return late
+
+
+def _finisher(
+    tasks: set[asyncio.Task[None]], slots: asyncio.Semaphore
+) -> Callable[[asyncio.Task[None]], None]:
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        slots.release()
+
+    return done
 
 
 async def _gather(coroutines: list[Awaitable[None]]) -> None:

@@ -54,7 +54,8 @@ class TargetStats:
 
     @property
     def label(self) -> str:
-        return self.group.label
+        """The target's name (a sweep prints one table per load level)."""
+        return self.group.key.get("target") or self.group.label
 
     @property
     def error_rate(self) -> float:
@@ -124,8 +125,10 @@ def _stats(
         backoff_s=sum(call.phases.get("retry_backoff", 0.0) for call in calls),
         output_tokens=tokens,
         estimated_tokens=sum(1 for call in ok if call.usage_estimated),
-        cache_hit_ttft=Dist.of(c.ttft for c in cached if (c.cached_tokens or 0) > 0) if any_hit else None,
-        cache_miss_ttft=Dist.of(c.ttft for c in cached if not c.cached_tokens) if any_hit else None,
+        cache_hit_ttft=Dist.of(c.ttft or 0.0 for c in cached if (c.cached_tokens or 0) > 0)
+        if any_hit
+        else None,
+        cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
         chunk_gaps=Dist.of(gaps),
         triage=triage(calls, group.slow.threshold, client_timeout),
     )

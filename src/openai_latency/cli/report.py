@@ -25,8 +25,8 @@ from typing import Any, TextIO
 from .otlp_json import InputError, ReadStats, read_spans
 from .report_stats import (
     GROUP_KEYS,
-    Call,
     HTTP_PHASES,
+    Call,
     Dist,
     GroupStats,
     PhaseStats,

@@ -21,7 +21,8 @@ def from_readable(span: ReadableSpan) -> Span:
     context = span.context
     parent = span.parent
     attributes: dict[str, Any] = {
-        key: list(value) if isinstance(value, tuple) else value for key, value in (span.attributes or {}).items()
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in (span.attributes or {}).items()
     }
     service = span.resource.attributes.get("service.name") if span.resource else None
     return Span(

@@ -232,9 +232,13 @@ class FakeApp:
         retry_headers = False
         if spec is None and record.attempt < script.fail_attempts:
             spec, retry_headers = error_for_status(script.fail_status), True
-        if spec is None and script.fail_every and record.attempt == 0:
-            if next(self._first_attempts) % script.fail_every == 0:
-                spec, retry_headers = error_for_status(script.fail_status), True
+        if (
+            spec is None
+            and script.fail_every
+            and record.attempt == 0
+            and next(self._first_attempts) % script.fail_every == 0
+        ):
+            spec, retry_headers = error_for_status(script.fail_status), True
         if spec is None:
             return None
         extra: list[tuple[str, str]] = []
