@@ -121,7 +121,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     percentiles computed here from the server's own log; goodput against a hand count."""
     script = {
         "delay-ms": 40, "ttft-ms": 30, "chunks": 10, "chunk-delay-ms": 8, "jitter-ms": 6, "seed": 3,
-        "fail-every": 6, "retry-after-ms": 120,
+        "every": "6:fail-attempts=1", "retry-after-ms": 120,
     }  # fmt: skip
     with ExitStack() as stack:
         (server,) = servers(stack, script)
@@ -195,7 +195,7 @@ def test_triage_puts_each_failure_in_its_bucket(tmp_path: Path) -> None:
             stack,
             {"error": "invalid_api_key"},
             {"delay-ms": 2000},
-            {"fail-every": 1, "retry-after-ms": 50, **STREAM},  # every request: a 429, then success
+            {"fail-attempts": 1, "retry-after-ms": 50, **STREAM},  # every request: a 429, then success
             {"delay-ms": 250, **STREAM},
         )
         out = tmp_path / "spans.jsonl"

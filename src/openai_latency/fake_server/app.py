@@ -10,6 +10,7 @@ import logging
 import random
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Final, cast
@@ -39,6 +40,8 @@ logger = logging.getLogger("openai_latency.fake_server")
 
 #: Request headers never stored in a record.
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
+#: Entries kept by ``every`` (trace ids) and ``prompt-cache`` (prompts), oldest dropped first.
+MAX_REMEMBERED: Final = 4096
 STREAMABLE: Final = frozenset({"chat", "completions", "responses", "response_get"})
 _POST_ROUTES: Final = {
     "chat/completions": "chat",
@@ -93,8 +96,9 @@ class FakeApp:
         self.http2 = http2 and HTTP2_AVAILABLE
         """Serve HTTP/2 on TLS connections whose ALPN negotiated ``h2``."""
         self._connection_ids = itertools.count(1)
-        self._first_attempts = itertools.count(1)  # for ``fail-every``
-        self._seen_prompts: set[str] = set()  # for ``prompt-cache``
+        self._request_numbers = itertools.count(1)  # for ``every``
+        self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
+        self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -145,6 +149,9 @@ class FakeApp:
         try:
             if req.script:
                 script = parse_script({**raw_defaults, **req.script})
+            overrides = self._every(script, record, req.headers.get("traceparent"))
+            if overrides:
+                script = parse_script({**raw_defaults, **req.script, **overrides})
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
             return await self._send_json(conn, req, record, Script(), 400, spec.body(""))
@@ -205,11 +212,29 @@ class FakeApp:
             result = payloads.files_json()
         return await self._send_json(conn, req, record, script, status, result)
 
+    def _every(self, script: Script, record: RequestRecord, traceparent: str | None) -> dict[str, str]:
+        """The ``every`` settings that apply to this request (its retries get the same ones)."""
+        if not script.every:
+            return {}
+        parts = (traceparent or "").split("-")
+        trace_id = parts[1] if len(parts) == 4 else None
+        if record.attempt > 0:
+            return self._overrides.get(trace_id, {}) if trace_id else {}
+        number = next(self._request_numbers)
+        chosen = {key: value for every, key, value in script.every if number % every == 0}
+        if chosen and trace_id:
+            self._overrides[trace_id] = chosen
+            while len(self._overrides) > MAX_REMEMBERED:
+                self._overrides.popitem(last=False)
+        return chosen
+
     def _cache_lookup(self, model: str, prompt: object) -> bool:
         """``prompt-cache``: has this prompt been seen before? (Remembers it either way.)"""
         key = json.dumps([model, prompt], sort_keys=True, default=str)
         hit = key in self._seen_prompts
-        self._seen_prompts.add(key)
+        self._seen_prompts[key] = None
+        if len(self._seen_prompts) > MAX_REMEMBERED:
+            self._seen_prompts.popitem(last=False)
         return hit
 
     def _failure(
@@ -231,13 +256,6 @@ class FakeApp:
             spec = error_for_status(script.status)
         retry_headers = False
         if spec is None and record.attempt < script.fail_attempts:
-            spec, retry_headers = error_for_status(script.fail_status), True
-        if (
-            spec is None
-            and script.fail_every
-            and record.attempt == 0
-            and next(self._first_attempts) % script.fail_every == 0
-        ):
             spec, retry_headers = error_for_status(script.fail_status), True
         if spec is None:
             return None
