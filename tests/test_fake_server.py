@@ -587,12 +587,13 @@ def test_every_nth_request_gets_the_override_and_so_do_its_retries() -> None:
         # requests 2 and 4: both failing attempts (the retries matched by trace id)
         assert outcomes == [0, 2, 0, 2]
         # without a traceparent a retry is not matched to its request: it gets no override
-        with pytest.raises(openai.AuthenticationError):  # number 5
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])  # number 5
         raw = client.chat.completions.with_raw_response.create(
             model="m", messages=[{"role": "user", "content": "x"}]
         )
-        assert raw.retries_taken == 1
+        assert raw.retries_taken == 1  # number 6: only its first attempt failed
+        with pytest.raises(openai.AuthenticationError):  # number 7
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
 
 
 def test_every_rejects_bad_rules() -> None:
