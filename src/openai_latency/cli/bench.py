@@ -19,25 +19,22 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry.metrics import NoOpMeterProvider
+
 from ..version import __version__
-from . import args as arguments
-from .args import Parser, UsageError
+from .args import UsageError
+from .bench_args import build_parser, loads_from, workload_from
 from .bench_config import (
-    DEFAULT_PROMPT,
-    SLO_METRICS,
     Load,
     Slo,
     Target,
     Workload,
     parse_key_envs,
-    parse_slo,
     parse_target,
-    read_prompt,
-    synthetic_prompt,
 )
 from .bench_output import render_csv, render_text, target_json
 from .bench_run import Recorder, Runner, RunState
-from .bench_stats import TargetStats, differs_most
+from .bench_stats import TargetStats, differs_most, target_stats
 from .console import Output, Progress
 from .report_stats import collect_calls
 from .spans import from_readable, write_otlp_json
@@ -45,100 +42,8 @@ from .spans import from_readable, write_otlp_json
 EXIT_INTERRUPTED = 130
 
 
-def _parser() -> Parser:
-    parser = Parser(
-        prog="openai-latency bench",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-        epilog="Metric definitions: see README ('Benchmarking endpoints').",
-    )
-    what = parser.add_argument_group("targets")
-    what.add_argument("--target", action="append", required=True, metavar="NAME=BASE_URL[@MODEL]")
-    what.add_argument("--model", help="model for targets that do not name one")
-    what.add_argument(
-        "--api-key-env",
-        action="append",
-        metavar="NAME=VAR",
-        help="API key variable per target (default OPENAI_API_KEY)",
-    )
-    work = parser.add_argument_group("workload")
-    prompt = work.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", help="the user message (default: a short question)")
-    prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
-    prompt.add_argument(
-        "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
-    )
-    work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
-    work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
-    work.add_argument(
-        "--stream-usage",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="ask for usage in the last chunk (stream_options.include_usage; default on)",
-    )
-    work.add_argument("--temperature", type=float)
-    load = parser.add_argument_group("load")
-    load.add_argument(
-        "-c",
-        "--concurrency",
-        type=arguments.count_list,
-        metavar="C[,C...]",
-        help="closed loop: requests in flight (a list runs a sweep); with --rate: the cap",
-    )
-    load.add_argument(
-        "--rate", type=arguments.positive_float, metavar="R", help="open loop: requests/s per target"
-    )
-    load.add_argument("--poisson", action="store_true", help="with --rate: exponential inter-arrival gaps")
-    amount = load.add_mutually_exclusive_group()
-    amount.add_argument(
-        "-n", "--requests", type=arguments.count, metavar="N", help="requests per target (default 20)"
-    )
-    amount.add_argument(
-        "--duration", type=arguments.duration, metavar="S", help="run each load level this long"
-    )
-    load.add_argument(
-        "--warmup",
-        type=arguments.non_negative_count,
-        default=0,
-        metavar="W",
-        help="requests per target before measuring (not in the results)",
-    )
-    load.add_argument(
-        "--sequential", action="store_true", help="one target after another instead of interleaved"
-    )
-    load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
-    client = parser.add_argument_group("client")
-    client.add_argument("--timeout", type=arguments.duration, default=60.0, metavar="S", help="default 60 s")
-    client.add_argument(
-        "--max-retries", type=arguments.non_negative_count, default=2, help="SDK retries (default 2)"
-    )
-    result = parser.add_argument_group("results")
-    result.add_argument(
-        "--slo",
-        type=parse_slo,
-        metavar="BOUNDS",
-        help=f"goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=5s ({', '.join(SLO_METRICS)})",
-    )
-    result.add_argument(
-        "--slow-threshold",
-        type=arguments.duration,
-        metavar="S",
-        help="triage: slow successes take at least this long (default: the target's p95)",
-    )
-    result.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table")
-    result.add_argument(
-        "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
-    )
-    result.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="live progress on a terminal (default on)",
-    )
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     opts = parser.parse_args(argv)
     try:
         return _bench(opts)
@@ -155,8 +60,8 @@ def _bench(opts: argparse.Namespace) -> int:
         raise UsageError(f"--target: names must differ, got {', '.join(names)}")
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
-    workload = _workload(opts)
-    loads = _loads(opts)
+    workload = workload_from(opts)
+    loads = loads_from(opts)
     try:
         import openai
         from opentelemetry.sdk.resources import Resource
@@ -184,8 +89,6 @@ def _bench(opts: argparse.Namespace) -> int:
             )
     if opts.out:
         _check_writable(opts.out)
-
-    from opentelemetry.metrics import NoOpMeterProvider
 
     from .. import OpenAILatencyInstrumentor
 
@@ -216,25 +119,6 @@ def _bench(opts: argparse.Namespace) -> int:
         instrumentor.uninstrument()
         provider.shutdown()
     return _finish(opts, targets, workload, loads, recorder, state, unreachable)
-
-
-def _workload(opts: argparse.Namespace) -> Workload:
-    if opts.prompt_file:
-        prompt = read_prompt(opts.prompt_file)
-    elif opts.prompt_tokens:
-        prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
-    else:
-        prompt = opts.prompt or DEFAULT_PROMPT
-    return Workload(prompt, opts.max_tokens, opts.stream, opts.temperature, opts.stream_usage)
-
-
-def _loads(opts: argparse.Namespace) -> list[Load]:
-    if opts.requests is None and opts.duration is None:
-        opts.requests = 20
-    if opts.rate is None:
-        return [Load(c) for c in (opts.concurrency or [1])]
-    caps = opts.concurrency or [1000]
-    return [Load(cap, opts.rate, opts.poisson) for cap in caps]
 
 
 def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
@@ -332,8 +216,6 @@ def _finish(
     calls = collect_calls(from_readable(span) for span in spans).calls
     by = ("target", "load")
     slo: Slo = opts.slo or Slo()
-    from .bench_stats import target_stats
-
     stats = target_stats(calls, by, slo, opts.slow_threshold, opts.timeout, state.chunk_gaps)
     order = {t.name: i for i, t in enumerate(targets)}
     stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
