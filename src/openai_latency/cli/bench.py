@@ -15,6 +15,7 @@ import json
 import signal
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,11 +34,12 @@ from .bench_config import (
     parse_target,
 )
 from .bench_output import render_csv, render_text, target_json
-from .bench_run import Recorder, Runner, RunState
+from .bench_run import LAG_WARNING_S, Recorder, Runner, RunState, watch_loop_lag
 from .bench_stats import TargetStats, differs_most, target_stats
 from .console import Output, Progress
-from .report_stats import collect_calls
+from .report_stats import Dist, collect_calls
 from .spans import from_readable, write_otlp_json
+from .tree import format_duration
 
 EXIT_INTERRUPTED = 130
 
@@ -165,6 +167,8 @@ async def _run_all(
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
     ticker = asyncio.ensure_future(_tick(progress))
+    lag = asyncio.ensure_future(watch_loop_lag(runner.state))
+    cpu = time.process_time()
     try:
         if opts.warmup:
             await runner.warmup(opts.warmup, max(loads[0].concurrency if loads[0].rate is None else 1, 1))
@@ -175,6 +179,8 @@ async def _run_all(
             raise
     finally:
         ticker.cancel()
+        lag.cancel()
+        runner.state.cpu_s = time.process_time() - cpu
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         for client in clients:
@@ -235,6 +241,38 @@ def _finish(
     return 1 if unreachable else 0
 
 
+def _client(stats: list[TargetStats], state: RunState) -> dict[str, Any]:
+    """What the bench client itself cost, and whether it held the measured calls up."""
+    requests = sum(s.requests + s.cancelled for s in stats)
+    lag = Dist.of(state.loop_lag)
+    return {
+        "cpu_s": state.cpu_s,
+        "cpu_per_request_s": state.cpu_s / requests if requests else None,
+        "loop_lag": lag.as_dict() if lag else None,
+        "bottleneck": bool(lag and lag.p95 > LAG_WARNING_S),
+    }
+
+
+def _client_lines(stats: list[TargetStats], state: RunState) -> list[tuple[str, str | None]]:
+    client = _client(stats, state)
+    per_request = client["cpu_per_request_s"]
+    text = f"client: CPU {state.cpu_s:.1f} s" + (
+        f" ({per_request * 1000:.1f} ms per request)" if per_request else ""
+    )
+    lag = client["loop_lag"]
+    if lag:
+        text += f", event-loop lag p50 {format_duration(lag['p50'])}, p95 {format_duration(lag['p95'])}"
+    lines: list[tuple[str, str | None]] = [(text, None)]
+    if client["bottleneck"]:
+        lines.append((
+            "warning: the bench client was busy itself (event-loop lag p95 above"
+            f" {LAG_WARNING_S * 1000:.0f} ms): its TTFT and chunk gaps include that delay."
+            " Lower -c, or give the client a core of its own.",
+            "yellow",
+        ))  # fmt: skip
+    return lines
+
+
 def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
     levels: dict[str, list[TargetStats]] = {}
     for s in stats:
@@ -269,6 +307,8 @@ def _print_tables(
     if not stats:
         out.line("no request finished")
         return
+    for line, style in _client_lines(stats, state):
+        out.line(line, style)
     for load, level in _by_load(stats).items():
         if len(loads) > 1:
             out.line(f"\n== {load}", style="bold")
@@ -313,6 +353,7 @@ def _json(
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
+        "client": _client(stats, state),
         "results": [target_json(s, slo) for s in stats],
         "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
         "out": opts.out,

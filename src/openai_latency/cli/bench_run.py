@@ -94,8 +94,23 @@ class RunState:
     planned: dict[str, int]
     chunk_gaps: dict[str, list[float]]
     late: int = 0
-    started_ns: int = 0
     interrupted: bool = False
+    #: How late the event loop woke a 50 ms sleep, sampled all through the run (seconds). A client
+    #: whose loop is late delays every chunk it reads: its TTFT is partly its own.
+    loop_lag: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+
+
+LAG_INTERVAL = 0.05
+#: Above this p95 event-loop lag the results say that the client was a bottleneck.
+LAG_WARNING_S = 0.010
+
+
+async def watch_loop_lag(state: RunState) -> None:
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(LAG_INTERVAL)
+        state.loop_lag.append(max(0.0, time.perf_counter() - start - LAG_INTERVAL))
 
 
 Send = Callable[[int], Awaitable[None]]
