@@ -28,9 +28,6 @@ GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service", "target",
 BENCH_TARGET = "openai_latency.bench.target"
 BENCH_LOAD = "openai_latency.bench.load"
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
-RETRY_REASON = "openai_latency.retry.reason"
-# A phase span under its parent: (span id, phase, seconds, start ns, retry reason).
-_Child = tuple[str, str, float, int, "str | None"]
 
 
 @dataclass
@@ -52,7 +49,7 @@ class Call:
     trace_id: str = ""
     request_id: str | None = None
     category: str | None = None
-    #: ``openai_latency.retry.reason`` of each retry taken, in order.
+    #: ``error.type`` of each retried attempt, in order (``openai_latency.retry.error_types``).
     retry_reasons: tuple[str, ...] = ()
     ttfc: float | None = None
     input_tokens: int | None = None
@@ -92,17 +89,14 @@ def collect_calls(spans: Iterable[Span]) -> Collected:
     """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
     openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children."""
     candidates: list[Span] = []
-    # (trace id, parent span id) -> [(span id, phase, seconds, start ns, retry reason)]
-    children: dict[tuple[str, str], list[_Child]] = defaultdict(list)
+    # (trace id, parent span id) -> [(span id, phase, seconds)]
+    children: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
     collected = Collected([])
     for span in spans:
         phase = span.attributes.get(PHASE_KEY)
         if isinstance(phase, str):
             collected.phase_spans += 1
-            reason = span.attributes.get(RETRY_REASON) if phase == "retry_backoff" else None
-            children[(span.trace_id, span.parent_span_id)].append(
-                (span.span_id, phase, span.duration_s, span.start_ns, None if reason is None else str(reason))
-            )
+            children[(span.trace_id, span.parent_span_id)].append((span.span_id, phase, span.duration_s))
         elif _ours(span.attributes):
             candidates.append(span)
         else:
@@ -123,16 +117,17 @@ def collect_calls(spans: Iterable[Span]) -> Collected:
     return collected
 
 
-def _call(span: Span, direct: list[_Child], children: dict[tuple[str, str], list[_Child]]) -> Call:
+def _call(
+    span: Span,
+    direct: list[tuple[str, str, float]],
+    children: dict[tuple[str, str], list[tuple[str, str, float]]],
+) -> Call:
     attributes = span.attributes
     phases: dict[str, float] = defaultdict(float)
     http: dict[str, float] = defaultdict(float)
-    reasons: list[tuple[int, str]] = []
-    for span_id, phase, seconds, start_ns, reason in direct:
+    for span_id, phase, seconds in direct:
         phases[phase] += seconds
-        if reason is not None:
-            reasons.append((start_ns, reason))
-        for _, sub_phase, sub_seconds, _, _ in children.get((span.trace_id, span_id), []):
+        for _, sub_phase, sub_seconds in children.get((span.trace_id, span_id), []):
             http[sub_phase] += sub_seconds
     if not direct:  # phase spans off (or not exported): the operation's summed attributes
         for key, value in attributes.items():
@@ -171,7 +166,7 @@ def _call(span: Span, direct: list[_Child], children: dict[tuple[str, str], list
         trace_id=span.trace_id,
         request_id=_text(attributes.get("openai_latency.request_id")),
         category=_text(attributes.get("openai_latency.error.category")),
-        retry_reasons=tuple(reason for _, reason in sorted(reasons)),
+        retry_reasons=_texts(attributes.get("openai_latency.retry.error_types")),
         ttfc=finite(attributes.get("gen_ai.response.time_to_first_chunk")),
         input_tokens=_int(attributes.get("gen_ai.usage.input_tokens")),
         output_tokens=_int(attributes.get("gen_ai.usage.output_tokens")),
@@ -184,6 +179,10 @@ def _call(span: Span, direct: list[_Child], children: dict[tuple[str, str], list
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, (list, tuple)) else ()
 
 
 def _int(value: Any) -> int | None:
