@@ -1,5 +1,5 @@
 # Two commands on a fresh machine (Python >= 3.10; nothing else needed):
-#   make demo   the embedded demo: real SDK calls against the built-in fake server, as span trees
+#   make demo   the embedded demo: two fake endpoints benchmarked side by side (bench, triage, waterfall)
 #   make test   everything CI checks: lint, the test suite on openai 3.x / 2.x / 1.x and legacy
 #               httpx, the observability-stack checks, the openai SDK's own tests instrumented, and
 #               the built wheel installed into a fresh virtual environment
@@ -9,6 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: demo test lint unit matrix peer stack-tools dist dist-check clean
 
@@ -20,7 +21,12 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs only what a user installs: the cli extra.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[cli]"
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/openai-latency demo
 
 lint: $(STAMP)

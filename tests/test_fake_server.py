@@ -566,3 +566,58 @@ def test_records_are_copies_and_thread_safe(server: FakeServer, client: openai.O
     record = server.last_record()
     record.events.clear()
     assert len(server.last_record().events) == 8 and seen
+
+
+def test_every_nth_request_gets_the_override_and_so_do_its_retries() -> None:
+    defaults = {"every": "2:fail-attempts=2,7:error=invalid_api_key", "retry-after-ms": "1"}
+    with FakeServer(defaults=defaults) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-x", max_retries=3)
+        outcomes = []
+        for number in range(1, 5):
+            traceparent = f"00-{number:032x}-{number:016x}-01"
+            try:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "hi"}],
+                    extra_headers={"traceparent": traceparent},
+                )
+                outcomes.append(raw.retries_taken)
+            except openai.AuthenticationError:
+                outcomes.append("401")
+        # requests 2 and 4: both failing attempts (the retries matched by trace id)
+        assert outcomes == [0, 2, 0, 2]
+        # without a traceparent a retry is not matched to its request: it gets no override
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])  # number 5
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "x"}]
+        )
+        assert raw.retries_taken == 1  # number 6: only its first attempt failed
+        with pytest.raises(openai.AuthenticationError):  # number 7
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_every_rejects_bad_rules() -> None:
+    for value in (
+        "x:delay-ms=1",
+        "0:delay-ms=1",
+        "2:nope=1",
+        "2:delay-ms=abc",
+        "2:every=1:delay-ms=1",
+        "2delay",
+    ):
+        with pytest.raises(ScriptError):
+            FakeServer(defaults={"every": value})
+
+
+def test_prompt_cache_reports_cached_tokens_for_a_repeated_prompt() -> None:
+    with FakeServer(defaults={"prompt-cache": "1"}) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-x")
+        usage = []
+        for content in ("one two three", "one two three", "other"):
+            result = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": content}]
+            )
+            assert result.usage is not None and result.usage.prompt_tokens_details is not None
+            usage.append((result.usage.prompt_tokens, result.usage.prompt_tokens_details.cached_tokens))
+        # the repeated prompt is a hit: all of its input tokens cached; a new prompt is a miss
+        assert usage[0][1] == 0 and usage[1] == (usage[0][0], usage[0][0]) and usage[2][1] == 0

@@ -270,8 +270,9 @@ def test_compare_two_endpoints(exported: Exported, capsys: pytest.CaptureFixture
     assert max(header.index(exported.endpoint_a), header.index(exported.endpoint_b)) < header.index("B/A p50")
     # cells are separated by 3+ spaces; columns: name, A, B, ratio (when A is the first group)
     cells = {}
-    for line in lines[lines.index(header) + 1 :]:
-        if line and not line.startswith("B/A p50: "):
+    table = lines[lines.index(header) + 1 :]
+    for line in table[: table.index("")] if "" in table else table:  # the triage follows a blank line
+        if not line.startswith("B/A p50: "):
             row = re.split(r"\s{3,}", line.strip())
             cells[row[0]] = row[1:3] if a_first else [row[2], row[1]]
     assert cells["calls"] == ["22", "13"]  # each endpoint with its models.list warm-up

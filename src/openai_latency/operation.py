@@ -197,6 +197,10 @@ class Operation:
         out["openai_latency.attempts"] = len(attempts)
         if attempts:
             out["http.request.resend_count"] = len(attempts) - 1
+            if len(attempts) > 1:  # why each retry was taken: triage tells "rate limited" from the rest
+                out["openai_latency.retry.error_types"] = [
+                    a.error_type or str(a.status_code or "_OTHER") for a in attempts[:-1]
+                ]
             last = attempts[-1]
             if last.status_code:
                 out["http.response.status_code"] = last.status_code

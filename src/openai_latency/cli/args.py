@@ -1,15 +1,69 @@
-"""Argument parsing shared by the commands: a usage error is one line on stderr and exit status 2."""
+"""Argument parsing shared by the subcommands: one line on stderr for bad input, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from typing import NoReturn
 
+_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m|h)?\s*$")
 
-class OneLineParser(argparse.ArgumentParser):
-    """``argparse`` that reports a bad option or value in one line (no usage block), exit status 2."""
+
+class UsageError(Exception):
+    """Bad input found after parsing (a file that cannot be read, a conflicting option)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE`` (exit status 2)."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def duration(text: str, default_unit: str = "s") -> float:
+    """``500ms``, ``2s``, ``1.5`` (in ``default_unit``), ``1m``: seconds, finite and > 0."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration (like 500ms or 2s): {text!r}")
+    value = float(match.group(1)) * _UNITS[match.group(2) or default_unit]
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive duration: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def count(text: str, minimum: int = 1) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}: {text!r}")
+    return value
+
+
+def non_negative_count(text: str) -> int:
+    return count(text, 0)
+
+
+def count_list(text: str) -> list[int]:
+    """``1,4,16`` -> [1, 4, 16] (each >= 1, no repeats)."""
+    values = [count(part.strip()) for part in text.split(",") if part.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,4,16: {text!r}")
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a value is repeated: {text!r}")
+    return values

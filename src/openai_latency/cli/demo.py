@@ -1,142 +1,108 @@
-"""``openai-latency demo``: real SDK calls against the embedded fake server, each as a span tree.
+"""``openai-latency demo``: the whole story in half a minute, on fake servers on 127.0.0.1.
 
-No API key, no network, no Docker: the fake OpenAI-compatible server runs in-process on 127.0.0.1
-and scripts the latency of every call (``x-fake-*`` headers), so the trees show the phases for real.
+No API key, no network, no Docker. Two local OpenAI-compatible endpoints with different latency
+profiles (one slow to the first token, one with a slow network and an occasional 429), a few
+failures (a 401, a client timeout), benchmarked side by side with ``openai-latency bench``: the
+table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote, with the
+commands that reread it or send the same spans to Jaeger. ``--trees`` adds four single calls drawn
+as span trees.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
+import sys
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from .tree import format_duration, render
+from .args import Parser
+from .otlp_json import ReadStats, read_spans
+from .report_stats import collect_calls
+from .waterfall import waterfall_lines
 
-MESSAGES = [{"role": "user", "content": "Why is my LLM call slow?"}]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    title: str
-    explanation: str
-    run: Callable[[Any], None]
-
-
-def _streamed(client: Any) -> None:
-    script = {
-        "x-fake-delay-ms": "150",
-        "x-fake-ttft-ms": "120",
-        "x-fake-chunks": "12",
-        "x-fake-chunk-delay-ms": "25",
-    }
-    stream = client.chat.completions.create(
-        model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers=script
-    )
-    for _chunk in stream:
-        pass
-
-
-def _retried(client: Any) -> None:
-    script = {
-        "x-fake-fail-attempts": "1",
-        "x-fake-fail-status": "429",
-        "x-fake-retry-after-ms": "250",
-        "x-fake-delay-ms": "80",
-    }
-    client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, extra_headers=script)
-
-
-def _slow_consumer(client: Any) -> None:
-    script = {"x-fake-ttft-ms": "60", "x-fake-chunks": "8", "x-fake-chunk-delay-ms": "60"}
-    stream = client.chat.completions.create(
-        model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers=script
-    )
-    for _chunk in stream:
-        time.sleep(0.04)  # the application's own work between chunks
-
-
-def _failed(client: Any) -> None:
-    try:
-        client.chat.completions.create(
-            model="gpt-4o-mini", messages=MESSAGES, extra_headers={"x-fake-error": "context_length_exceeded"}
-        )
-    except Exception as exc:  # the demo shows the error span; the SDK's exception is expected
-        print(f"   (the SDK raised {type(exc).__name__}, as it would without instrumentation)")
-
-
-SCENARIOS = (
-    Scenario(
-        "1. A streamed chat call",
-        "150 ms before headers (network_wait), 120 ms to the first token, 12 tokens at 25 ms (stream_drain).",
-        _streamed,
-    ),
-    Scenario(
-        "2. A call that hit a 429 once",
-        "The first attempt is rate limited; the SDK waits the server's retry-after-ms (250 ms) and retries.",
-        _retried,
-    ),
-    Scenario(
-        "3. A stream whose caller is slow",
-        "The server sends a token every 60 ms; the application spends 40 ms on each chunk. That work"
-        " overlaps the server's and is consumer time, not server time: time_per_output_token stays 60 ms.",
-        _slow_consumer,
-    ),
-    Scenario(
-        "4. A failed call",
-        "400 context_length_exceeded: error.type and error.category say why.",
-        _failed,
-    ),
-)
+MODEL = "gpt-4o-mini"
+#: The two endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
+PROFILES: dict[str, dict[str, object]] = {
+    # a model server that is close by but slow to start generating (queueing, long prefill)
+    "slow-first-token": {
+        "delay-ms": 30, "ttft-ms": 260, "chunks": 16, "chunk-delay-ms": 12, "jitter-ms": 4, "seed": 1,
+        "every": "11:error=invalid_api_key",
+    },
+    # a fast model behind a slow network path, rate limited now and then, one request that hangs
+    "slow-network": {
+        "delay-ms": 190, "ttft-ms": 40, "chunks": 16, "chunk-delay-ms": 12, "jitter-ms": 4, "seed": 2,
+        "every": "5:fail-attempts=1,13:delay-ms=3000", "retry-after-ms": 250,
+    },
+}  # fmt: skip
+REQUESTS = 26
+TIMEOUT_S = 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="openai-latency demo", description=__doc__)
-    parser.parse_args(argv)
+    parser = Parser(prog="openai-latency demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--trees", action="store_true", help="also draw four single calls as span trees")
+    parser.add_argument(
+        "--out", metavar="FILE", help="where to write the spans (default: a new temporary file)"
+    )
+    opts = parser.parse_args(argv)
     try:
-        import openai
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    except ImportError as exc:
-        print(f"openai-latency demo needs the demo extra: pip install 'openai-latency[demo]' ({exc})")
+        import openai  # noqa: F401
+    except ImportError:
+        print("openai-latency demo: needs the cli extra: pip install 'openai-latency[cli]'", file=sys.stderr)
         return 1
-    from .. import OpenAILatencyInstrumentor
     from ..fake_server import FakeServer
+    from .bench import main as bench
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = OpenAILatencyInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with FakeServer() as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="sk-demo-not-a-real-key", max_retries=2)
-            client.models.list()  # warm up: the SDK's lazy imports and the connection
-            version = openai.__version__
-            print(f"openai-latency demo: openai {version} against the fake server at {server.base_url}")
-            for scenario in SCENARIOS:
-                exporter.clear()
-                print(f"\n{scenario.title}\n   {scenario.explanation}\n")
-                scenario.run(client)
-                spans = exporter.get_finished_spans()
-                for line in render(list(spans)):
-                    print("   " + line)
-                _print_verdict(spans)
-    finally:
-        instrumentor.uninstrument()
-    print("\nSame spans, exported with OTLP: `opentelemetry-instrument python app.py` (see README).")
+    out = opts.out or _new_file()
+    started = time.monotonic()
+    with (
+        FakeServer.spawn(PROFILES["slow-first-token"]) as first,
+        FakeServer.spawn(PROFILES["slow-network"]) as net,
+    ):
+        print(
+            "openai-latency demo: two local OpenAI-compatible endpoints (fake servers on 127.0.0.1),\n"
+            f"  slow-first-token  {first.base_url}  ~30 ms to headers, ~260 ms to the first token, a 401 now and then\n"
+            f"  slow-network      {net.base_url}  ~190 ms to headers, a 429 every 5th request, one that hangs\n"
+            f"benchmarked side by side: {REQUESTS} streamed requests each, 4 in flight, client timeout"
+            f" {TIMEOUT_S:g} s, interleaved.\n",
+            flush=True,
+        )
+        argv_bench = [
+            "--target", f"slow-first-token={first.base_url}", "--target", f"slow-network={net.base_url}",
+            "--model", MODEL, "-n", str(REQUESTS), "-c", "4", "--warmup", "1", "--timeout", str(TIMEOUT_S),
+            "--max-retries", "1", "--slo", "ttft=400ms,e2e=1s", "--out", out, "--no-progress",
+        ]  # fmt: skip
+        os.environ.setdefault("OPENAI_API_KEY", "sk-demo-not-a-real-key")
+        code = bench(argv_bench)
+    if code != 0:
+        return code
+    _waterfall(out)
+    print(
+        f"\nEvery span is in {out} (OTLP JSON lines). Reread it:\n"
+        f"  openai-latency report {out}\n"
+        "Send the same spans to Jaeger from your own app: start Jaeger (docker compose up, see"
+        " docs/STACK.md), then\n"
+        "  OTEL_SERVICE_NAME=my-app opentelemetry-instrument python app.py\n"
+        "and open http://localhost:16686 (OTLP to localhost:4317 is the default)."
+    )
+    if opts.trees:
+        from .demo_trees import run_trees
+
+        print()
+        run_trees()
+    print(f"\n(demo took {time.monotonic() - started:.1f} s)")
     return 0
 
 
-def _print_verdict(spans: Any) -> None:
-    for span in spans:
-        attributes = span.attributes or {}
-        phase = attributes.get("openai_latency.dominant_phase")
-        if phase is None:
-            continue
-        total = (span.end_time - span.start_time) / 1e9
-        share = attributes.get(f"openai_latency.phase.{phase}", 0.0)
-        total_text, share_text = format_duration(total), format_duration(share)
-        print(f"\n   -> {total_text} in all; the largest phase is {phase} ({share_text})")
+def _new_file() -> str:
+    folder = Path(tempfile.gettempdir()) / "openai-latency-demo"
+    folder.mkdir(exist_ok=True)
+    return str(folder / f"spans-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl")
+
+
+def _waterfall(path: str) -> None:
+    calls = collect_calls(read_spans([path], ReadStats())).calls
+    print("\nThe slowest call, phase by phase (openai-latency report --waterfall 1):\n")
+    for line in waterfall_lines(calls, 1):
+        print("  " + line)

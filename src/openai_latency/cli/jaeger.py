@@ -9,10 +9,12 @@ returns ``{"data": [trace, ...], "errors": null}`` where a trace (Jaeger's ``mod
             "spanID"}], "startTime": µs since the epoch, "duration": µs, "tags": [{"key", "type", "value"}],
             "logs", "processID", "warnings"}
 
-Tag types are ``string``, ``bool``, ``int64``, ``float64`` and ``binary``; OTLP arrays arrive as
-strings (JSON text). The span status is the ``otel.status_code`` tag (and ``error=true``). ``start`` and
-``end`` are unix microseconds (the API ignores ``lookback``, a UI parameter). Times are microseconds, so
-durations from Jaeger are truncated to the microsecond. Standard library only (``urllib``).
+Tag types are ``string``, ``bool``, ``int64``, ``float64`` and ``binary``. OTLP arrays arrive as
+strings of JSON text (Jaeger's translation has no array type): those of the attributes this package
+writes as arrays (:data:`ARRAY_ATTRIBUTES`) are read back as lists; any other string stays a string.
+The span status is the ``otel.status_code`` tag (and ``error=true``). ``start`` and ``end`` are unix
+microseconds (the API ignores ``lookback``, a UI parameter). Times are microseconds, so durations
+from Jaeger are truncated to the microsecond. Standard library only (``urllib``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ TIMEOUT_S = 10.0
 #: Jaeger's own services, left out when every service is read.
 OWN_SERVICES = frozenset({"jaeger", "jaeger-all-in-one", "jaeger-query", "jaeger-collector"})
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: Array-valued attributes of the operation span (Jaeger keeps them as JSON text).
+ARRAY_ATTRIBUTES = frozenset(
+    {"openai_latency.retry.error_types", "gen_ai.response.finish_reasons", "gen_ai.request.stop_sequences"}
+)
 
 
 def parse_lookback(text: str) -> float:
@@ -187,8 +193,19 @@ def _tags(tags: Any) -> dict[str, Any]:
     for tag in tags or ():
         if not isinstance(tag, dict) or not isinstance(tag.get("key"), str):
             continue
-        result[tag["key"]] = _value(tag.get("type"), tag.get("value"))
+        key, value = tag["key"], _value(tag.get("type"), tag.get("value"))
+        if key in ARRAY_ATTRIBUTES and isinstance(value, str):
+            value = _array(value)
+        result[key] = value
     return result
+
+
+def _array(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, list) else text
 
 
 def _value(kind: Any, value: Any) -> Any:

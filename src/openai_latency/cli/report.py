@@ -23,12 +23,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .args import OneLineParser
+from .args import Parser
 from .otlp_json import InputError, ReadStats, without_gc
 from .report_sources import add_source_arguments, open_spans
 from .report_stats import (
     GROUP_KEYS,
     HTTP_PHASES,
+    Call,
     Dist,
     GroupStats,
     PhaseStats,
@@ -37,6 +38,7 @@ from .report_stats import (
     summarize,
 )
 from .tree import format_duration
+from .triage import Bucket, triage, triage_lines
 from .waterfall import waterfall_json, waterfall_lines
 
 DEFAULT_INPUT = "out/otlp"
@@ -45,7 +47,7 @@ PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear',
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
+    parser = Parser(
         prog="openai-latency report",
         description=(
             "Turn exported traces (OTLP JSON lines, e.g. the collector's ./out/otlp/traces.jsonl) into"
@@ -83,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
         help="slow calls are those taking at least this long (default: the group's p95)",
     )
     parser.add_argument(
+        "--client-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="triage: the client timeout the calls ran with (a failure near it is a slow failure)",
+    )
+    parser.add_argument(
         "--http",
         action="store_true",
         help="also show the http.* sub-phases of network_wait (summed per call)",
@@ -116,9 +124,12 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str]:
+def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str] | None:
+    """The ``--by`` keys, checked; None when not given (see :func:`_default_by`)."""
+    if values is None:
+        return None
     keys: list[str] = []
-    for value in values or [",".join(DEFAULT_BY)]:
+    for value in values:
         for item in (part.strip() for part in value.split(",")):
             if item == "none":
                 continue
@@ -129,12 +140,19 @@ def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> li
     return keys
 
 
+def _default_by(calls: Sequence[Call]) -> tuple[str, ...]:
+    """endpoint and model; the target (and load level of a sweep) for the spans of ``bench --out``."""
+    if calls and all(call.keys["target"] != "-" for call in calls):
+        return ("target", "load") if len({call.keys["load"] for call in calls}) > 1 else ("target",)
+    return DEFAULT_BY
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     parser = _parser()
     args = parser.parse_args(argv)
-    by = _group_keys(parser, args.by)
+    keys = _group_keys(parser, args.by)
     stats = ReadStats()
     try:
         spans = open_spans(parser, args, DEFAULT_INPUT, stats)
@@ -158,15 +176,21 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             f" first: {first}",
             file=err,
         )
+    by = list(_default_by(collected.calls)) if keys is None else keys
     groups = summarize(collected.calls, by, args.slow_threshold)
+    triaged = [_triage(group, collected.calls, args.client_timeout) for group in groups]
     if args.format == "json":
-        document = _json_report(stats, collected, by, groups, args.slow_threshold)
+        report = _json_report(stats, collected, by, groups, args.slow_threshold)
+        for entry, buckets in zip(report["groups"], triaged, strict=True):
+            entry["triage"] = {name: bucket.as_dict() for name, bucket in buckets.items()}
         if args.waterfall:
-            document["waterfall"] = waterfall_json(collected.calls, args.waterfall, http=args.http)
-        text = json.dumps(document, indent=2)
+            report["waterfall"] = waterfall_json(collected.calls, args.waterfall, http=args.http)
+        text = json.dumps(report, indent=2)
     else:
         lines = _header(stats, collected, by, args.slow_threshold)
         lines += _compare_lines(groups, args.http) if args.compare else _group_lines(groups, args.http)
+        for group, buckets in zip(groups, triaged, strict=True):
+            lines += ["", f"{group.label}:" if len(groups) > 1 else "", *triage_lines(buckets, group.calls)]
         if args.waterfall:
             drawn = waterfall_lines(collected.calls, args.waterfall, width=_width(out), http=args.http)
             lines += ["", *drawn]
@@ -179,6 +203,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, out.fileno())
     return 0
+
+
+def _triage(group: GroupStats, calls: Sequence[Call], client_timeout: float | None) -> dict[str, Bucket]:
+    members = [call for call in calls if all(call.keys[k] == v for k, v in group.key.items())]
+    return triage(members, group.slow.threshold, client_timeout)
 
 
 def _width(out: TextIO) -> int:

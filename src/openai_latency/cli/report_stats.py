@@ -24,7 +24,10 @@ _PREFIX_LENGTH = len(PHASE_PREFIX)
 PHASES = ("request_build", "network_wait", "retry_backoff", "first_token", "stream_drain", "response_read")
 #: Sub-phases of network_wait (its children), in order.
 HTTP_PHASES = ("pool_wait", "dns", "connect", "tls", "send", "server_wait")
-GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service")  # the order of Call.keys
+GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service", "target", "load")  # Call.keys order
+#: Set on every span of an ``openai-latency bench`` run: the target's name and the load level.
+BENCH_TARGET = "openai_latency.bench.target"
+BENCH_LOAD = "openai_latency.bench.load"
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 
 
@@ -53,10 +56,22 @@ class Call:
     consumer_time: float | None
     dominant_attribute: str | None
     start_ns: int = 0
+    end_ns: int = 0
+    trace_id: str = ""
+    request_id: str | None = None
+    category: str | None = None
+    #: ``error.type`` of each retried attempt, in order (``openai_latency.retry.error_types``).
+    retry_reasons: tuple[str, ...] = ()
+    ttfc: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_estimated: bool = False
+    stream: bool = False
+    end_state: str | None = None
     #: The phase spans in start order (empty when collected with ``intervals=False`` or without
     #: phase spans): what a waterfall draws.
     intervals: list[Interval] = field(default_factory=list)
-    request_id: str | None = None
 
     def dominant(self) -> tuple[str, float] | None:
         """(phase with the largest time, its share of the call); the span's own answer without phases."""
@@ -136,11 +151,12 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         str(operation),
         str(attributes.get("gen_ai.provider.name") or "-"),
         span.service or "-",
+        str(attributes.get(BENCH_TARGET) or "-"),
+        str(attributes.get(BENCH_LOAD) or "-"),
     )
     keys = _KEYS.get(values)
     if keys is None:
         keys = _KEYS.setdefault(values, dict(zip(GROUP_KEYS, values, strict=True)))
-    request_id = attributes.get("openai_latency.request_id")
     return Call(
         name=_NAMES.setdefault(span.name, span.name),
         keys=keys,
@@ -151,10 +167,44 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         ttft=finite(attributes.get("openai_latency.time_to_first_token")),
         tpot=finite(attributes.get("openai_latency.time_per_output_token")),
         consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
-        dominant_attribute=_NAMES.setdefault(dominant, dominant) if isinstance(dominant, str) else None,
+        dominant_attribute=_shared(dominant) if isinstance(dominant, str) else None,
         start_ns=span.start_ns,
-        request_id=request_id if isinstance(request_id, str) else None,
+        end_ns=span.end_ns,
+        trace_id=span.trace_id,
+        request_id=_text(attributes.get("openai_latency.request_id")),
+        category=_shared(_text(attributes.get("openai_latency.error.category"))),
+        retry_reasons=_texts(attributes.get("openai_latency.retry.error_types")),
+        ttfc=finite(attributes.get("gen_ai.response.time_to_first_chunk")),
+        input_tokens=_int(attributes.get("gen_ai.usage.input_tokens")),
+        output_tokens=_int(attributes.get("gen_ai.usage.output_tokens")),
+        cached_tokens=_int(attributes.get("gen_ai.usage.cache_read.input_tokens")),
+        usage_estimated=attributes.get("openai_latency.usage.estimated") is True,
+        stream=attributes.get("gen_ai.request.stream") is True,
+        end_state=_shared(_text(attributes.get("openai_latency.stream.end_state"))),
     )
+
+
+def _shared(text: str | None) -> str | None:
+    """One string object for the same text across calls (a few distinct values, many calls)."""
+    return None if text is None else _NAMES.setdefault(text, text)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, (list, tuple)) else ()
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():  # OTLP JSON's intValue is a string
+        return int(value)
+    return None
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

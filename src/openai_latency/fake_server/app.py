@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
 import random
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Final, cast
@@ -38,6 +40,8 @@ logger = logging.getLogger("openai_latency.fake_server")
 
 #: Request headers never stored in a record.
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
+#: Entries kept by ``every`` (trace ids) and ``prompt-cache`` (prompts), oldest dropped first.
+MAX_REMEMBERED: Final = 4096
 STREAMABLE: Final = frozenset({"chat", "completions", "responses", "response_get"})
 _POST_ROUTES: Final = {
     "chat/completions": "chat",
@@ -92,6 +96,9 @@ class FakeApp:
         self.http2 = http2 and HTTP2_AVAILABLE
         """Serve HTTP/2 on TLS connections whose ALPN negotiated ``h2``."""
         self._connection_ids = itertools.count(1)
+        self._request_numbers = itertools.count(1)  # for ``every``
+        self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
+        self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -142,6 +149,9 @@ class FakeApp:
         try:
             if req.script:
                 script = parse_script({**raw_defaults, **req.script})
+            overrides = self._every(script, record, req.headers.get("traceparent"))
+            if overrides:
+                script = parse_script({**raw_defaults, **req.script, **overrides})
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
             return await self._send_json(conn, req, record, Script(), 400, spec.body(""))
@@ -168,7 +178,10 @@ class FakeApp:
         prompt = {"chat": body.get("messages"), "completions": body.get("prompt")}.get(
             endpoint, [body.get("instructions"), body.get("input")]
         )
-        out = payloads.make_output(record.request_id[4:], model, prompt, script)
+        cache_hit = script.prompt_cache and self._cache_lookup(model, prompt)
+        if cache_hit and script.cached_ttft is not None:
+            script = dataclasses.replace(script, ttft=script.cached_ttft)
+        out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
         if endpoint == "response_get" and argument:
             out = payloads.Output(argument.removeprefix("resp_"), model, out.words, out.prompt_tokens, script)
         if stream:
@@ -198,6 +211,31 @@ class FakeApp:
         else:
             result = payloads.files_json()
         return await self._send_json(conn, req, record, script, status, result)
+
+    def _every(self, script: Script, record: RequestRecord, traceparent: str | None) -> dict[str, str]:
+        """The ``every`` settings that apply to this request (its retries get the same ones)."""
+        if not script.every:
+            return {}
+        parts = (traceparent or "").split("-")
+        trace_id = parts[1] if len(parts) == 4 else None
+        if record.attempt > 0:
+            return self._overrides.get(trace_id, {}) if trace_id else {}
+        number = next(self._request_numbers)
+        chosen = {key: value for every, key, value in script.every if number % every == 0}
+        if chosen and trace_id:
+            self._overrides[trace_id] = chosen
+            while len(self._overrides) > MAX_REMEMBERED:
+                self._overrides.popitem(last=False)
+        return chosen
+
+    def _cache_lookup(self, model: str, prompt: object) -> bool:
+        """``prompt-cache``: has this prompt been seen before? (Remembers it either way.)"""
+        key = json.dumps([model, prompt], sort_keys=True, default=str)
+        hit = key in self._seen_prompts
+        self._seen_prompts[key] = None
+        if len(self._seen_prompts) > MAX_REMEMBERED:
+            self._seen_prompts.popitem(last=False)
+        return hit
 
     def _failure(
         self,

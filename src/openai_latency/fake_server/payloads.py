@@ -67,6 +67,7 @@ class Output:
     words: list[str]  # chunk texts; "".join(words) is the whole text
     prompt_tokens: int
     script: Script
+    cached_tokens: int = 0
 
     @property
     def text(self) -> str:
@@ -77,9 +78,13 @@ class Output:
         return len(self.words)
 
 
-def make_output(request_hex: str, model: str, prompt: object, script: Script) -> Output:
+def make_output(
+    request_hex: str, model: str, prompt: object, script: Script, cache_hit: bool = False
+) -> Output:
     words = [f"tok{i}" if i == 0 else f" tok{i}" for i in range(script.chunks)]
-    return Output(request_hex[:24], model, words, max(1, count_words(prompt)), script)
+    prompt_tokens = max(1, count_words(prompt))
+    cached = prompt_tokens if cache_hit else 0
+    return Output(request_hex[:24], model, words, prompt_tokens, script, cached)
 
 
 def _chat_error_event(_sent: int) -> bytes:
@@ -93,7 +98,7 @@ def _usage_chat(out: Output, n: int = 1) -> JSON:
         "prompt_tokens": out.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": out.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": out.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": 0,
             "audio_tokens": 0,
@@ -254,7 +259,7 @@ def response_json(out: Output, status: str | None = None, include_output: bool =
     if include_output and out.script.usage != "never" and status != "in_progress":
         body["usage"] = {
             "input_tokens": out.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": out.cached_tokens},
             "output_tokens": out.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": out.prompt_tokens + out.completion_tokens,

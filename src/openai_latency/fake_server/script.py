@@ -34,6 +34,14 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``tool-call``               ``1``: chat output is a ``fake_tool`` call with streamed arguments
 ``response-status``         Responses: ``completed``, ``failed`` (``response.failed``),
                             ``incomplete`` (``response.incomplete``)
+``every``                   ``N:key=value,...``: every Nth request (counted on first attempts)
+                            also gets ``key=value``, e.g. ``7:fail-attempts=1`` (an occasional 429,
+                            then a successful retry), ``10:error=invalid_api_key``, ``13:delay-ms=3000``.
+                            A retry is matched to its request by the trace id of its ``traceparent``
+                            (without one, retries get no override)
+``prompt-cache``            ``1``: a prompt (model + messages/input) seen before is a cache hit:
+                            usage reports all its input tokens as ``cached_tokens``
+``cached-ttft-ms``          ``ttft-ms`` of a cache hit (default: ``ttft-ms``)
 ``ratelimit-<name>``        ``x-ratelimit-<name>`` header; defaults in :data:`DEFAULT_RATE_LIMITS`
 ==========================  =====================================================================
 """
@@ -183,6 +191,9 @@ class Script:
     finish_reason: str | None = None
     tool_call: bool = False
     response_status: ResponseStatus = "completed"
+    every: tuple[tuple[int, str, str], ...] = ()
+    prompt_cache: bool = False
+    cached_ttft: float | None = None
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -235,6 +246,23 @@ def _error(key: str, value: str) -> ErrorSpec:
         raise ScriptError(key, f"expected one of {', '.join(ERRORS)}, got {value!r}") from None
 
 
+def _every(key: str, value: str) -> tuple[tuple[int, str, str], ...]:
+    rules = []
+    for part in (item.strip() for item in value.split(",")):
+        if not part:
+            continue
+        number, colon, assignment = part.partition(":")
+        name, equals, setting = assignment.partition("=")
+        if not colon or not equals or not number.strip().isdigit() or int(number) < 1:
+            raise ScriptError(key, f"expected N:key=value[,N:key=value...] with N >= 1, got {part!r}")
+        name = normalize_key(name)
+        if name == key:
+            raise ScriptError(key, "cannot nest every")
+        parse_script({name: setting.strip()})  # the value must be valid for its key
+        rules.append((int(number), name, setting.strip()))
+    return tuple(rules)
+
+
 # key -> (Script field, converter). Converters take (key, raw string).
 _Converter = Callable[[str, str], object]
 
@@ -263,6 +291,9 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "finish-reason": ("finish_reason", None),
     "tool-call": ("tool_call", _flag),
     "response-status": ("response_status", lambda k, v: _choice(k, v, ("completed", "failed", "incomplete"))),
+    "every": ("every", lambda k, v: _every(k, v)),
+    "prompt-cache": ("prompt_cache", _flag),
+    "cached-ttft-ms": ("cached_ttft", _ms),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

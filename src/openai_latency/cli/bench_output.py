@@ -1,0 +1,198 @@
+"""``openai-latency bench`` results as a side-by-side table, Markdown, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .bench_config import Slo
+from .bench_stats import Difference, TargetStats
+from .report_stats import HTTP_PHASES, PHASES, Dist
+from .tree import format_duration
+from .triage import triage_lines
+
+Rows = list[list[str]]
+
+
+def _triple(dist: Dist | None) -> str:
+    if dist is None:
+        return "-"
+    return " / ".join(format_duration(v) for v in (dist.p50, dist.p95, dist.p99))
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:,.1f} {unit}"
+
+
+def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
+    rows: Rows = [["p50 / p95 / p99", *(s.label for s in stats)]]
+
+    def add(name: str, cells: list[str]) -> None:
+        rows.append([name, *cells])
+
+    add("requests", [str(s.requests) for s in stats])
+    add("errors (rate)", [f"{s.errors} ({s.error_rate * 100:.1f}%)" for s in stats])
+    if any(s.cancelled for s in stats):
+        add("cancelled (not counted)", [str(s.cancelled) for s in stats])
+    add("ttft (first content token)", [_triple(s.ttft) for s in stats])
+    add("ttfc (first chunk)", [_triple(s.ttfc) for s in stats])
+    if any(s.cache_hit_ttft for s in stats):
+        add("ttft, prompt cache hit", [_triple(s.cache_hit_ttft) for s in stats])
+        add("ttft, prompt cache miss", [_triple(s.cache_miss_ttft) for s in stats])
+    add("e2e (whole call)", [_triple(s.e2e) for s in stats])
+    add("tpot (first token excluded)", [_triple(s.tpot) for s in stats])
+    add("chunk gaps (client)", [_triple(s.chunk_gaps) for s in stats])
+    add(
+        "tokens/s per request p50", [_rate(s.tokens_per_s.p50 if s.tokens_per_s else None, "") for s in stats]
+    )
+    add("throughput (output tokens/s)", [_rate(s.throughput, "") for s in stats])
+    add("requests/s", [_rate(s.requests_per_s, "") for s in stats])
+    if slo:
+        add(f"goodput ({slo.text})", [_goodput(s) for s in stats])
+    add("retries (backoff)", [f"{s.retries} ({format_duration(s.backoff_s)})" for s in stats])
+    for row in rows[1:]:
+        row[1:] = [cell.strip() for cell in row[1:]]
+    return rows
+
+
+def _goodput(s: TargetStats) -> str:
+    return "-" if s.goodput is None else f"{s.goodput * 100:.1f}% ({s.goodput_requests}/{s.requests})"
+
+
+def phase_rows(stats: Sequence[TargetStats]) -> Rows:
+    names: list[str] = []
+    for s in stats:
+        names += [p.name for p in s.group.phases if p.name not in names]
+        for p in s.group.http:
+            if f"  http.{p.name}" not in names:
+                names.append(f"  http.{p.name}")
+    names.sort(key=_phase_order)
+    rows: Rows = [["phase p50 / p95", *(s.label for s in stats)]]
+    for name in names:
+        cells = []
+        for s in stats:
+            phases = s.group.http if name.startswith("  http.") else s.group.phases
+            key = name.removeprefix("  http.")
+            found = next((p.dist for p in phases if p.name == key), None)
+            cells.append(
+                "-" if found is None else f"{format_duration(found.p50)} / {format_duration(found.p95)}"
+            )
+        rows.append([name, *cells])
+    return rows
+
+
+def _phase_order(name: str) -> tuple[int, int]:
+    if name.startswith("  http."):
+        sub = name.removeprefix("  http.")
+        return (PHASES.index("network_wait"), 1 + (HTTP_PHASES.index(sub) if sub in HTTP_PHASES else 9))
+    return (PHASES.index(name) if name in PHASES else len(PHASES), 0)
+
+
+def text_table(rows: Rows, indent: str = "") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        out.append((indent + "   ".join(cells)).rstrip())
+    return out
+
+
+def markdown_table(rows: Rows) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.strip().replace("|", "\\|") for c in cells) + " |"
+
+    return [line(rows[0]), "|" + "---|" * len(rows[0]), *(line(r) for r in rows[1:])]
+
+
+def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[str]:
+    lines = []
+    if difference is not None:
+        lines.append(difference.sentence())
+    for s in stats:
+        if s.estimated_tokens:
+            lines.append(
+                f"{s.label}: {s.estimated_tokens} of {s.requests - s.errors} successful requests had no"
+                " usage from the server: their output tokens are counted content chunks."
+            )
+    return lines
+
+
+def render_text(
+    stats: Sequence[TargetStats], slo: Slo, difference: Difference | None, markdown: bool = False
+) -> str:
+    table = markdown_table if markdown else text_table
+    lines = [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
+    lines += notes(stats, difference)
+    for s in stats:
+        calls = s.requests
+        lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
+        lines += triage_lines(s.triage, calls)
+    return "\n".join(lines)
+
+
+def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
+    """Long format: one row per (target, metric, statistic)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["target", "metric", "statistic", "value"])
+    for s in stats:
+        for metric, value in _flat(s, slo):
+            name, _, statistic = metric.rpartition(".")
+            writer.writerow([s.label, name, statistic, "" if value is None else repr(value)])
+    return buffer.getvalue().rstrip("\n")
+
+
+def _flat(s: TargetStats, slo: Slo) -> list[tuple[str, float | int | None]]:
+    data = target_json(s, slo)
+    flat: list[tuple[str, Any]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, item)
+        elif (isinstance(value, (int, float)) and not isinstance(value, bool)) or value is None:
+            flat.append((prefix if "." in prefix else f"{prefix}.value", value))
+
+    walk("", {k: v for k, v in data.items() if k not in ("key", "label", "triage")})
+    return flat
+
+
+def _dist(dist: Dist | None) -> dict[str, float | int] | None:
+    return None if dist is None else dist.as_dict()
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
+    return {
+        "key": s.group.key,
+        "label": s.label,
+        "requests": s.requests,
+        "errors": s.errors,
+        "error_rate": s.error_rate,
+        "cancelled": s.cancelled,
+        "ttft": _dist(s.ttft),
+        "ttfc": _dist(s.ttfc),
+        "e2e": _dist(s.e2e),
+        "tpot": _dist(s.tpot),
+        "chunk_gaps": _dist(s.chunk_gaps),
+        "tokens_per_s": _dist(s.tokens_per_s),
+        "throughput_tokens_per_s": _number(s.throughput),
+        "requests_per_s": _number(s.requests_per_s),
+        "goodput": _number(s.goodput),
+        "goodput_requests": s.goodput_requests if slo else None,
+        "retries": s.retries,
+        "backoff_s": s.backoff_s,
+        "output_tokens": s.output_tokens,
+        "estimated_token_requests": s.estimated_tokens,
+        "ttft_cache_hit": _dist(s.cache_hit_ttft),
+        "ttft_cache_miss": _dist(s.cache_miss_ttft),
+        "phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.phases},
+        "http_phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.http},
+        "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
+    }

@@ -1,0 +1,213 @@
+"""The numbers of ``openai-latency bench``, from the spans of its calls (what ``report`` rereads).
+
+Definitions (the benchmark tools disagree; ours say what they are):
+
+- ``ttft``: call start -> first content-bearing chunk (``openai_latency.time_to_first_token``);
+  ``ttfc``: -> first chunk of any kind (``gen_ai.response.time_to_first_chunk``).
+- ``tpot``: (first to last output token) / (output tokens - 1), first token excluded (vLLM's
+  definition; ``openai_latency.time_per_output_token``).
+- ``e2e``: the whole call, retries and backoff included (the operation span).
+- ``tokens/s``: output tokens / e2e per request; ``throughput``: all output tokens of the target
+  over the wall time from its first call's start to its last call's end.
+- ``goodput``: the share of requests that succeeded and met every ``--slo`` bound (a bound on a
+  value the request does not have, such as ttft of a non-stream call, does not count against it).
+- Output tokens come from the server's ``usage``; where it was missing the instrumentation counted
+  content chunks (``openai_latency.usage.estimated``), and the output says how many.
+- Chunk gaps: the time between two content chunks as the bench client received them, pooled over
+  the target's requests (the one number that does not come from the spans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .bench_config import Slo
+from .report_stats import Call, Dist, GroupStats, PhaseStats, summarize
+from .triage import Bucket, triage
+
+
+@dataclass
+class TargetStats:
+    group: GroupStats
+    requests: int
+    errors: int
+    cancelled: int
+    ttft: Dist | None
+    ttfc: Dist | None
+    e2e: Dist
+    tpot: Dist | None
+    tokens_per_s: Dist | None
+    throughput: float | None
+    requests_per_s: float | None
+    goodput: float | None
+    goodput_requests: int
+    retries: int
+    backoff_s: float
+    output_tokens: int
+    estimated_tokens: int
+    cache_hit_ttft: Dist | None
+    cache_miss_ttft: Dist | None
+    chunk_gaps: Dist | None
+    triage: dict[str, Bucket]
+
+    @property
+    def label(self) -> str:
+        """The target's name (a sweep prints one table per load level)."""
+        return self.group.key.get("target") or self.group.label
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+def target_stats(
+    calls: Sequence[Call],
+    by: Sequence[str],
+    slo: Slo,
+    slow_threshold: float | None = None,
+    client_timeout: float | None = None,
+    chunk_gaps: dict[str, list[float]] | None = None,
+) -> list[TargetStats]:
+    """One entry per group of ``by`` keys (bench: target, and load level in a sweep)."""
+    cancelled: dict[tuple[str, ...], int] = {}
+    finished = []
+    for call in calls:
+        if call.category == "cancelled":
+            key = tuple(call.keys[name] for name in by)
+            cancelled[key] = cancelled.get(key, 0) + 1
+        else:
+            finished.append(call)
+    result = []
+    for group in summarize(finished, by, slow_threshold):
+        members = [call for call in finished if all(call.keys[k] == v for k, v in group.key.items())]
+        gaps = (chunk_gaps or {}).get(group.key.get("target", ""), [])
+        result.append(
+            _stats(group, members, slo, client_timeout, gaps, cancelled.get(tuple(group.key.values()), 0))
+        )
+    return result
+
+
+def _stats(
+    group: GroupStats,
+    calls: list[Call],
+    slo: Slo,
+    client_timeout: float | None,
+    gaps: list[float],
+    cancelled: int,
+) -> TargetStats:
+    ok = [call for call in calls if call.error_type is None]
+    tokens = sum(call.output_tokens or 0 for call in ok)
+    start = min(call.start_ns for call in calls)
+    end = max(call.end_ns for call in calls)
+    wall = (end - start) / 1e9
+    cached = [call for call in ok if call.ttft is not None and call.cached_tokens is not None]
+    any_hit = any((call.cached_tokens or 0) > 0 for call in cached)
+    good = [call for call in ok if _meets(call, slo)] if slo else []
+    return TargetStats(
+        group=group,
+        requests=len(calls),
+        errors=len(calls) - len(ok),
+        cancelled=cancelled,
+        ttft=Dist.of(call.ttft for call in ok if call.ttft is not None),
+        ttfc=Dist.of(call.ttfc for call in ok if call.ttfc is not None),
+        e2e=group.duration,
+        tpot=Dist.of(call.tpot for call in ok if call.tpot is not None),
+        tokens_per_s=Dist.of(
+            call.output_tokens / call.duration for call in ok if call.output_tokens and call.duration > 0
+        ),
+        throughput=tokens / wall if wall > 0 and tokens else None,
+        requests_per_s=len(calls) / wall if wall > 0 else None,
+        goodput=len(good) / len(calls) if slo and calls else None,
+        goodput_requests=len(good),
+        retries=sum(len(call.retry_reasons) for call in calls),
+        backoff_s=sum(call.phases.get("retry_backoff", 0.0) for call in calls),
+        output_tokens=tokens,
+        estimated_tokens=sum(1 for call in ok if call.usage_estimated),
+        cache_hit_ttft=Dist.of(c.ttft or 0.0 for c in cached if (c.cached_tokens or 0) > 0)
+        if any_hit
+        else None,
+        cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
+        chunk_gaps=Dist.of(gaps),
+        triage=triage(calls, group.slow.threshold, client_timeout),
+    )
+
+
+def _meets(call: Call, slo: Slo) -> bool:
+    values = {"ttft": call.ttft, "ttfc": call.ttfc, "tpot": call.tpot, "e2e": call.duration}
+    return all(values[name] is None or values[name] <= bound for name, bound in slo.bounds.items())  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Difference:
+    phase: str
+    low: tuple[str, float]
+    high: tuple[str, float]
+    #: The http.* sub-phase that differs most inside network_wait, when it was recorded.
+    inner: tuple[str, float, float] | None
+
+    def sentence(self) -> str:
+        (low_name, low), (high_name, high) = self.low, self.high
+        ratio = f", x{high / low:.1f}" if low > 0 else ""
+        text = (
+            f"The phase that differs most between targets: {self.phase}"
+            f" (p50 {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
+        )
+        if self.inner is not None:
+            name, inner_high, inner_low = self.inner
+            text += f"; inside it http.{name} ({_ms(inner_high)} vs {_ms(inner_low)})"
+        return text + "."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "fastest": {"target": self.low[0], "p50": self.low[1]},
+            "slowest": {"target": self.high[0], "p50": self.high[1]},
+            "inner_http_phase": self.inner[0] if self.inner else None,
+        }
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
+
+
+def differs_most(stats: Sequence[TargetStats]) -> Difference | None:
+    """The phase whose p50 is farthest apart between the fastest and the slowest target for it."""
+    if len(stats) < 2:
+        return None
+    best: Difference | None = None
+    best_gap = -1.0
+    for name in _names(stats, "phases"):
+        values = [(s.label, _p50(s.group.phases, name)) for s in stats]
+        low, high = min(values, key=lambda v: v[1]), max(values, key=lambda v: v[1])
+        if high[1] - low[1] > best_gap:
+            best_gap = high[1] - low[1]
+            best = Difference(name, low, high, None)
+    if best is None or best_gap <= 0:
+        return None
+    if best.phase == "network_wait":
+        by_label = {s.label: s for s in stats}
+        fast, slow = by_label[best.low[0]], by_label[best.high[0]]
+        inner = [
+            (name, _p50(slow.group.http, name), _p50(fast.group.http, name))
+            for name in _names([fast, slow], "http")
+        ]
+        if inner:
+            top = max(inner, key=lambda item: item[1] - item[2])
+            best = Difference(best.phase, best.low, best.high, top)
+    return best
+
+
+def _names(stats: Sequence[TargetStats], attribute: str) -> list[str]:
+    names: list[str] = []
+    for s in stats:
+        names += [p.name for p in getattr(s.group, attribute) if p.name not in names]
+    return names
+
+
+def _p50(phases: list[PhaseStats], name: str) -> float:
+    for phase in phases:
+        if phase.name == name:
+            return phase.dist.p50
+    return 0.0

@@ -1,0 +1,56 @@
+"""Finished SDK spans -> the report's :class:`Span`, and -> OTLP JSON lines on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .args import UsageError
+from .otlp_json import Span
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+#: Spans per line of the OTLP JSON file (one ExportTraceServiceRequest each), as a batch exporter writes.
+BATCH = 512
+
+
+def from_readable(span: ReadableSpan) -> Span:
+    from opentelemetry.trace import StatusCode
+
+    context = span.context
+    parent = span.parent
+    attributes: dict[str, Any] = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in (span.attributes or {}).items()
+    }
+    service = span.resource.attributes.get("service.name") if span.resource else None
+    return Span(
+        trace_id=f"{context.trace_id:032x}" if context else "",
+        span_id=f"{context.span_id:016x}" if context else "",
+        parent_span_id=f"{parent.span_id:016x}" if parent else "",
+        name=span.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or 0,
+        attributes=attributes,
+        status_error=span.status.status_code is StatusCode.ERROR,
+        service=None if service is None else str(service),
+    )
+
+
+def write_otlp_json(path: str, spans: Sequence[ReadableSpan]) -> None:
+    """Append the spans to ``path`` with the OpenTelemetry OTLP JSON file exporter, in batches."""
+    try:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+        from opentelemetry.sdk.trace.export import SpanExportResult
+    except ImportError:
+        raise UsageError(
+            "--out needs opentelemetry-exporter-otlp-json-file: pip install 'openai-latency[cli]'"
+        ) from None
+    exporter = FileSpanExporter(path)
+    try:
+        for start in range(0, len(spans), BATCH):
+            if exporter.export(spans[start : start + BATCH]) is not SpanExportResult.SUCCESS:
+                raise UsageError(f"--out: writing {path} failed (see the log above)")
+    finally:
+        exporter.shutdown()
