@@ -1,12 +1,14 @@
 """The wheel as a user installs it (``make dist-check``; collected only when OPENAI_LATENCY_DIST names
 the folder ``make dist`` filled): a fresh virtual environment, ``pip install`` of the wheel with its
 extras from the package index, then its console scripts and an app under its
-``opentelemetry-instrument``. Catches modules, entry points and extras missing from the package."""
+``opentelemetry-instrument``, and ``openai-latency demo``. Catches modules, entry points and extras
+missing from the package."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -66,6 +68,14 @@ def test_installed_wheel_runs(tmp_path: Path) -> None:
         done = _run([str(bin_dir / "openai-latency"), *command], cwd=tmp_path)
         assert done.stdout.strip()
     assert "--jaeger" in _run([str(bin_dir / "openai-latency"), "report", "--help"]).stdout
+
+    # the README's "run it" story, from the installed package: percentiles, triage, a waterfall, a file
+    demo = _run([str(bin_dir / "openai-latency"), "demo"], cwd=tmp_path).stdout
+    assert "p50 / p95 / p99" in demo and "triage:" in demo and "waterfall: the 1 slowest call" in demo
+    written = re.search(r"(/\S+\.jsonl)", demo)
+    assert written, demo[-2000:]
+    reread = _run([str(bin_dir / "openai-latency"), "report", written.group(1), "--format", "json"])
+    assert json.loads(reread.stdout)["input"]["operation_spans"] > 0
 
     port = free_port()
     server = subprocess.Popen(
