@@ -154,7 +154,8 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
         actual = (entry[name]["p50"], entry[name]["p95"], entry[name]["p99"])
         # the client's view adds request build, connection, loopback and parsing (a few ms on a
         # loaded machine) to the server's; the retried calls are 120 ms apart, so this still tells
-        tolerance = 0.0015 if name == "tpot" else 0.010
+        # (up to ~12 ms seen for a retried call while other suites loaded both cores)
+        tolerance = 0.0015 if name == "tpot" else 0.020
         assert actual == pytest.approx(expected, abs=tolerance), name
         assert all(a >= e - 0.0015 for a, e in zip(actual, expected, strict=True)), name
     # goodput: e2e <= 250 ms holds for every call without a retry (~160 ms) and none with (~300 ms)
