@@ -1,7 +1,10 @@
 # Two commands on a fresh machine (Python >= 3.10; nothing else needed):
 #   make demo   the embedded demo: real SDK calls against the built-in fake server, as span trees
-#   make test   everything CI checks: lint, the test suite on openai 3.x / 2.x / 1.x and legacy
-#               httpx, the observability-stack checks, and the openai SDK's own tests instrumented
+#   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the
+#               observability-stack checks, and the openai SDK's own tests instrumented (no Go)
+# and, with Go >= 1.24.6 (CI runs it after `make test`, see .ci/run):
+#   make stack-test  the real Collector, Jaeger v2 and Prometheus on loopback with the project's
+#               configs (scripts/build-stack.sh builds them once into ~/.cache/openai-latency)
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -9,7 +12,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit matrix peer stack-tools clean
+.PHONY: demo test lint unit matrix peer stack-tools stack-build stack-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +47,15 @@ peer: $(STAMP)
 # -k: every part runs and reports, and the target fails if any did
 test:
 	$(MAKE) -k lint matrix peer
+
+# Builds (or finds in its cache) the Collector and Jaeger, installs Prometheus if missing.
+stack-build:
+	bash scripts/build-stack.sh >/dev/null
+
+# tests/realstack: not part of `make test` (pyproject's addopts ignore it unless named).
+# STACK_TEST_COLLECTOR_CONFIG=path runs the single-collector tests with another collector config.
+stack-test: $(STAMP) stack-build
+	bash scripts/pytest.sh $(PY) tests/realstack -v -s
 
 clean:
 	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache

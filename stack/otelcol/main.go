@@ -19,7 +19,7 @@ import (
 
 // version is the collector release every component module is pinned to (go.mod).
 // scripts/build-stack.sh overrides it with -ldflags "-X main.version=...".
-var version = "0.139.0"
+var version = "0.143.0"
 
 func main() {
 	settings := otelcol.CollectorSettings{

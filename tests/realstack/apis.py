@@ -59,12 +59,19 @@ class Trace:
 def parse_trace(data: dict[str, Any]) -> Trace:
     spans = []
     for raw in data["spans"]:
-        parents = [r["spanID"] for r in raw.get("references", []) if r.get("refType") == "CHILD_OF"]
+        parents = [r["spanID"].zfill(16) for r in raw.get("references", []) if r.get("refType") == "CHILD_OF"]
         tags = {t["key"]: t["value"] for t in raw.get("tags", [])}
         spans.append(
-            Span(raw["traceID"], raw["spanID"], parents[0] if parents else None, raw["operationName"], tags)
+            Span(
+                raw["traceID"].zfill(32),
+                raw["spanID"].zfill(16),
+                parents[0] if parents else None,
+                raw["operationName"],
+                tags,
+            )
         )
-    return Trace(data["traceID"], tuple(spans))
+    # Jaeger's JSON drops leading zeros of ids; OTLP and exemplars have them.
+    return Trace(data["traceID"].zfill(32), tuple(spans))
 
 
 class JaegerApi:

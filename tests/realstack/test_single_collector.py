@@ -10,6 +10,7 @@ Jaeger's query API, Prometheus's HTTP API, the collector's own metrics endpoint 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -39,7 +40,9 @@ from .components import (
 from .procs import ROOT, Stack, wait_until
 
 SERVICE = "example-backend"
-CONFIG = ROOT / "collector" / "otelcol.yaml"
+# `make stack-test STACK_TEST_COLLECTOR_CONFIG=path` runs this module with another collector config
+# (e.g. a broken copy, to see the failure the collector reports).
+CONFIG = Path(os.environ.get("STACK_TEST_COLLECTOR_CONFIG") or ROOT / "collector" / "otelcol.yaml")
 PER_SCENARIO = 3
 LOADGEN_SECONDS = 35
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "openai-latency.json"
@@ -213,7 +216,7 @@ def test_retried_call_shows_attempts_and_backoff(single: Run) -> None:
         backoffs = trace.named("openai.retry_backoff")
         assert op.tags["http.request.resend_count"] == len(waits) - 1 >= 1
         assert len(backoffs) == len(waits) - 1
-        statuses = sorted(w.tags.get("http.response.status_code") for w in waits)
+        statuses = sorted(int(w.tags["http.response.status_code"]) for w in waits)
         assert statuses == [200, 429], statuses
         assert not op.is_error
     print(f"retried (429 then 200): {len(retried)} traces")
