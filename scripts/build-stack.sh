@@ -61,6 +61,10 @@ go_build() {
     (cd "$dir" && go build -mod=readonly -trimpath -ldflags "-s -w $ldflags" -o "$bin.tmp" "$pkg")
     mv "$bin.tmp" "$bin"
     log "$name $version: built in $(($(date +%s) - start)) s"
+    # Older builds of this binary (another version or source) are not used any more.
+    for old in "$CACHE/$name-"*; do
+      [ "$old" = "$out" ] || rm -rf "$old"
+    done
   fi
   echo "$bin"
 }
