@@ -144,9 +144,9 @@ PHASES = {
 }
 
 
-def report_json(*paths: Path) -> dict[str, Any]:
+def report_json(*args: Path | str) -> dict[str, Any]:
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "openai-latency"), "report", "--format", "json", *map(str, paths)],
+        [str(Path(sys.executable).parent / "openai-latency"), "report", "--format", "json", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -262,8 +262,6 @@ def test_exemplars_link_to_traces_in_jaeger(single: Run) -> None:
 
 
 def test_report_of_the_file_exporter_counts_what_jaeger_holds(single: Run) -> None:
-    # TODO(report --jaeger): once `openai-latency report --jaeger URL` exists, compare its groups
-    # with the file's here (same calls, errors and percentiles per group).
     report = report_json(single.collector.out_dir / "traces.jsonl")
     jaeger_ops = [t.operations[0] for t in single.traces]
     assert report["input"]["operation_spans"] == len(jaeger_ops) == single.calls_sent
@@ -278,6 +276,18 @@ def test_report_of_the_file_exporter_counts_what_jaeger_holds(single: Run) -> No
         f"report: {report['input']['operation_spans']} calls, Jaeger: {len(jaeger_ops)};"
         f" per model {dict(per_model)}"
     )
+    # report --jaeger on the real Jaeger: the same groups, calls, errors and percentiles (Jaeger keeps
+    # microseconds, the file nanoseconds: durations agree to a microsecond)
+    from_jaeger = report_json("--jaeger", single.jaeger.url, "--service", SERVICE, "--lookback", "1h")
+    assert [g["key"] for g in from_jaeger["groups"]] == [g["key"] for g in report["groups"]]
+    for got, want in zip(from_jaeger["groups"], report["groups"], strict=True):
+        assert got["calls"] == want["calls"] and got["errors"] == want["errors"]
+        for name in ("p50", "p95", "p99"):
+            assert got["duration"][name] == pytest.approx(want["duration"][name], abs=2e-6)
+        assert set(got["phases"]) == set(want["phases"])
+        for phase, dist in want["phases"].items():
+            assert got["phases"][phase]["p50"] == pytest.approx(dist["p50"], abs=2e-6), phase
+    print(f"report --jaeger: {sum(g['calls'] for g in from_jaeger['groups'])} calls, same groups as the file")
 
 
 def test_collector_own_metrics_keep_the_documented_names(single: Run) -> None:
