@@ -157,13 +157,14 @@ class Operation:
             # The provider reported an error inside the stream (Responses `error` / `response.failed`).
             error, end_state = attrs.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
+        failure = attrs.error_attributes(error, mid_stream=end_state == "error") if error is not None else {}
+        _name_final_attempt(timeline, failure)
         phases = timeline.phases(settings.http_subphases)
         summary = dict(self.result_attributes)
         summary.update(self._summary(phases))
         if timeline.streaming:
             summary.update(self._stream_summary(end_state))
-        if error is not None:
-            summary.update(attrs.error_attributes(error, mid_stream=end_state == "error"))
+        summary.update(failure)
         span = self.span
         span.set_attributes(summary)
         if settings.any_phase_spans:
@@ -295,6 +296,17 @@ class Operation:
             chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)],
             retries=retried,
         )
+
+
+def _name_final_attempt(timeline: Timeline, failure: dict[str, Any]) -> None:
+    """The final attempt's error.type is the operation's when the operation failed on that attempt's
+    HTTP status (a streamed error body is read by the SDK only after the attempt ended)."""
+    status = failure.get("http.response.status_code")
+    if status is None or not timeline.attempts:
+        return
+    last = timeline.attempts[-1]
+    if last.status_code == status:
+        last.error_type = failure["error.type"]
 
 
 MAX_GAP_POINTS = 8

@@ -214,7 +214,7 @@ class Hooks:
         attempt.http_version = version.split("/", 1)[1] if "/" in version else version or None
         attempt.response_headers = response.headers
         if attempt.status_code >= 400:
-            attempt.error_type = str(attempt.status_code)
+            attempt.error_type = attrs.response_error_code(response) or str(attempt.status_code)
         if stream:
             BY_RESPONSE[response] = op
 
@@ -261,8 +261,11 @@ class Hooks:
     @guarded()
     def begin_backoff(self, op: Operation, kwargs: Mapping[str, Any]) -> Backoff:
         response = kwargs.get("response")
+        attempts = op.timeline.attempts
         if response is not None:
-            reason = str(response.status_code)
+            # the retried attempt's error.type: the provider's code when it sent one, else the status
+            retried = attempts[-1].error_type if attempts else None
+            reason = retried or str(response.status_code)
         else:
             exc = sys.exc_info()[1]
             reason = attrs.qualified_name(type(exc)) if exc is not None else "_OTHER"

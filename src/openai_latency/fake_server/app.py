@@ -218,7 +218,7 @@ class FakeApp:
             spec = error_for_status(script.status)
         retry_headers = False
         if spec is None and record.attempt < script.fail_attempts:
-            spec, retry_headers = error_for_status(script.fail_status), True
+            spec, retry_headers = script.fail_error or error_for_status(script.fail_status), True
         if spec is None:
             return None
         extra: list[tuple[str, str]] = []

@@ -14,6 +14,7 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``body-delay-ms``           non-stream: headers first, the body this much later
 ``fail-attempts``           attempts whose ``x-stainless-retry-count`` < N fail with ``fail-status``
 ``fail-status``             status of those failures (default 429; body shaped for the status)
+``fail-error``              those failures send this named error instead (see ``error``)
 ``retry-after-ms``,         header values sent on failures (verbatim)
 ``retry-after``,
 ``should-retry``            (``x-should-retry``)
@@ -170,6 +171,7 @@ class Script:
     body_delay: float = 0.0
     fail_attempts: int = 0
     fail_status: int = 429
+    fail_error: ErrorSpec | None = None
     retry_after_ms: str | None = None
     retry_after: str | None = None
     should_retry: str | None = None
@@ -250,6 +252,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "body-delay-ms": ("body_delay", _ms),
     "fail-attempts": ("fail_attempts", _count),
     "fail-status": ("fail_status", _status),
+    "fail-error": ("fail_error", _error),
     "retry-after-ms": ("retry_after_ms", None),
     "retry-after": ("retry_after", None),
     "should-retry": ("should_retry", None),
