@@ -179,6 +179,8 @@ class FakeApp:
             else:
                 plan = payloads.responses_stream(out)
             return await self._send_stream(conn, req, record, script, status, plan)
+        if script.corrupt is not None:
+            return await self._send_corrupt(conn, record, script, script.corrupt, out)
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
         result: JSON
         if endpoint == "chat":
@@ -288,6 +290,28 @@ class FakeApp:
         record.events.append(("body", time.perf_counter_ns()))
         return done
 
+    async def _send_corrupt(
+        self, conn: ResponseWriter, record: RequestRecord, script: Script, corrupt: str, out: payloads.Output
+    ) -> Outcome:
+        """A 200 whose body is broken the ``corrupt`` way (non-stream)."""
+        good = payloads.dumps(payloads.chat_json(out, 1)).encode()
+        payload = payloads.dumps(payloads.WRONG_SHAPE).encode() if corrupt == "wrong-shape" else good
+        if corrupt == "invalid-json":
+            payload = good[: len(good) // 2]
+        record.status = 200
+        head = self._head(record, script, _JSON_TYPE, False)
+        if corrupt != "truncated":
+            sent = await conn.send_head(200, head, len(payload), payload)
+            record.headers_sent_ns = time.perf_counter_ns()
+            return "ok" if sent else "client_closed"
+        sent = await conn.send_head(200, head, len(payload))
+        record.headers_sent_ns = time.perf_counter_ns()
+        if not sent or not await conn.send_body(payload[: len(payload) // 2]):
+            return "client_closed"
+        conn.abort()
+        record.events.append(("disconnect", time.perf_counter_ns()))
+        return "disconnected"
+
     async def _send_stream(
         self,
         conn: ResponseWriter,
@@ -328,6 +352,8 @@ class FakeApp:
         cut, fault = min(faults) if faults else (-1, "")
         rng = random.Random(script.seed) if script.jitter > 0 else None
         content = plan.content
+        if script.corrupt == "wrong-shape" and content:
+            content = [(content[0][0], payloads.sse(payloads.dumps(payloads.WRONG_SHAPE))), *content[1:]]
         for i in range(len(content) + 1):
             pause = script.stall if script.stall_after == i else 0.0
             if i < len(content):

@@ -24,6 +24,8 @@ Event = tuple[str, bytes]  # (record kind, SSE text)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 DONE: Final[Event] = ("done", b"data: [DONE]\n\n")
 MALFORMED: Final = b"data: {not json\n\n"
+#: Valid JSON where a response or chunk should be, with fields of the wrong types (``corrupt``).
+WRONG_SHAPE: Final = {"id": 7, "object": ["x"], "model": None, "choices": "none", "usage": "lots"}
 STREAM_ERROR_MESSAGE: Final = "The server had an error while processing your request. Sorry about that!"
 MODELS: Final = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "o4-mini", "text-embedding-3-small")
 CREATED: Final = 1_700_000_000

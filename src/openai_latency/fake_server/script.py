@@ -26,6 +26,10 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``disconnect-after``        stream: abort the socket after N content chunks (no ``[DONE]``);
                             non-stream: abort right after the headers
 ``malformed-after``         stream: then ``data: {not json`` and the end of the body
+``corrupt``                 ``invalid-json`` (non-stream: a 200 whose JSON body is cut in half),
+                            ``truncated`` (non-stream: Content-Length of the whole body, half of it
+                            sent, then the connection dropped), ``wrong-shape`` (valid JSON of the
+                            wrong shape: the non-stream body, or a stream's first content chunk)
 ``stream-error-after``      stream: then an in-stream error (chat/completions ``{"error": ...}``,
                             Responses an ``error`` event) and the end of the body
 ``processing-ms``           ``openai-processing-ms`` value (default: ms spent before the headers)
@@ -49,6 +53,7 @@ HEADER_PREFIX: Final = "x-fake-"
 
 UsageMode = Literal["auto", "always", "never"]
 ResponseStatus = Literal["completed", "failed", "incomplete"]
+Corruption = Literal["invalid-json", "truncated", "wrong-shape"]
 
 #: Rate-limit headers sent on every response, by script key (the header is ``x-<key>``).
 DEFAULT_RATE_LIMITS: Final[Mapping[str, str]] = {
@@ -180,6 +185,7 @@ class Script:
     disconnect_after: int | None = None
     malformed_after: int | None = None
     stream_error_after: int | None = None
+    corrupt: Corruption | None = None
     processing_ms: str | None = None
     usage: UsageMode = "auto"
     finish_reason: str | None = None
@@ -261,6 +267,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "disconnect-after": ("disconnect_after", _count),
     "malformed-after": ("malformed_after", _count),
     "stream-error-after": ("stream_error_after", _count),
+    "corrupt": ("corrupt", lambda k, v: _choice(k, v, ("invalid-json", "truncated", "wrong-shape"))),
     "processing-ms": ("processing_ms", None),
     "usage": ("usage", lambda k, v: _choice(k, v, ("auto", "always", "never"))),
     "finish-reason": ("finish_reason", None),
