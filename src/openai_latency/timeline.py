@@ -218,7 +218,8 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     if ev("connect_tcp.started", 0):
         if attempt.dns is not None:
             add("http.dns", attempt.dns[1])
-        add("http.connect", ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end, "connect_tcp")
+        connected = ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end
+        add("http.connect", connected, "connect_tcp")
     if ev("start_tls.started", 0):
         add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end, "start_tls")
     if ev("send_connection_init.started", 0) or ev("send_request_headers.started", 0):
