@@ -21,7 +21,12 @@ Behaviour = Callable[[socket.socket], None]
 class RawServer:
     def __init__(self, behaviour: Behaviour) -> None:
         self._behaviour = behaviour
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.socket()
+        # a small receive window: a client sending a large body blocks (instead of having all of it
+        # buffered by the kernels) and so is still sending when the behaviour resets the connection
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
         self._listener.settimeout(0.2)
         self.port: int = self._listener.getsockname()[1]
         self._stop = threading.Event()
