@@ -177,8 +177,15 @@ class Operation:
             span.set_status(Status(StatusCode.UNSET))
         if self.content is not None:
             self.content.emit(self, end_ns, summary)
-        span.end(end_time=to_epoch_ns(end_ns))
+        # Marked before end(): a span processor that raises in on_end must not get a second end().
         self._span_ended = True
+        try:
+            span.end(end_time=to_epoch_ns(end_ns))
+        finally:
+            self._record_metrics(phases, summary)
+
+    @guarded()
+    def _record_metrics(self, phases: list[Phase], summary: dict[str, Any]) -> None:
         metrics = self.telemetry.metrics
         if metrics is not None:
             metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
@@ -254,6 +261,7 @@ class Operation:
             out["openai_latency.time_per_output_token"] = span_ns * _NS / (output_tokens - 1)
         return out
 
+    @guarded()  # on its own: a failing span processor still leaves the operation span its status
     def _emit_phase_spans(self, phases: list[Phase], http_subphases: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:
