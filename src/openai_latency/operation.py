@@ -141,11 +141,15 @@ class Operation:
         except IndexError:
             return
         self._finish(end_ns, error, end_state)
-        if not self._span_ended:  # _finish failed half-way (and reported it): still end the span
-            try:
+        try:
+            # attempt spans _finish did not get to (it failed half-way, and reported it)
+            for attempt in self.timeline.attempts:
+                if attempt.span is not None and attempt.span.is_recording():
+                    attempt.span.end(end_time=to_epoch_ns(attempt.end_ns or end_ns))
+            if not self._span_ended:  # _finish failed half-way: still end the operation span
                 self.span.end(end_time=to_epoch_ns(end_ns))
-            except Exception:
-                report("Operation.finish")
+        except Exception:
+            report("Operation.finish")
 
     @guarded()
     def _finish(self, end_ns: int, error: BaseException | None, end_state: str | None) -> None:
@@ -189,6 +193,14 @@ class Operation:
         metrics = self.telemetry.metrics
         if metrics is not None:
             metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
+
+    def start_attempt_span(self, start_ns: int) -> Span | None:
+        """The ``openai.network_wait`` span of an attempt starting now (phase spans on), else None."""
+        if not self.telemetry.settings.any_phase_spans:
+            return None
+        return self.telemetry.tracer.start_span(
+            "openai.network_wait", context=self.context, start_time=to_epoch_ns(start_ns)
+        )
 
     def _summary(self, phases: list[Phase]) -> dict[str, Any]:
         timeline = self.timeline
@@ -265,7 +277,12 @@ class Operation:
     def _emit_phase_spans(self, phases: list[Phase], http_subphases: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:
-            span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
+            if phase.span is not None:  # started with its attempt: complete it
+                span = phase.span
+                span.set_attributes({"openai_latency.phase": phase.name, **phase.attributes})
+                span.end(end_time=to_epoch_ns(phase.end_ns))
+            else:
+                span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
             if http_subphases and phase.children:
                 parent = trace.set_span_in_context(span)
                 for child in phase.children:

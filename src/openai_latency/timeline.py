@@ -48,6 +48,9 @@ class Attempt:
     dns: tuple[int, int] | None = None
     new_connection: bool = False
     """httpcore opened a connection (TCP connect) for this attempt."""
+    span: Any = None
+    """Its ``openai.network_wait`` span, started with the attempt so that spans made during the send
+    (an HTTP client instrumentation's, a server's through ``traceparent``) nest under it."""
 
     def event_times(self) -> dict[str, int]:
         """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
@@ -87,6 +90,8 @@ class Phase:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     children: list[Phase] = field(default_factory=list)
+    span: Any = None
+    """The span already started for this phase (network_wait), if any."""
 
     @property
     def duration_ns(self) -> int:
@@ -178,7 +183,7 @@ def _network_wait(
     if reused is not None:
         attributes["openai_latency.connection.reused"] = reused
     children = _http_subphases(attempt, end) if http_subphases and attempt.events else []
-    return Phase("network_wait", attempt.start_ns, end, attributes, children)
+    return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
 
 
 def _backoff(backoff: Backoff) -> Phase:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import logging
@@ -92,6 +93,8 @@ class FakeApp:
         self.http2 = http2 and HTTP2_AVAILABLE
         """Serve HTTP/2 on TLS connections whose ALPN negotiated ``h2``."""
         self._connection_ids = itertools.count(1)
+        self.canned: collections.deque[payloads.Canned] = collections.deque()
+        """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -138,6 +141,8 @@ class FakeApp:
             self.log.finish(record, outcome, time.perf_counter_ns())
 
     async def _respond(self, conn: ResponseWriter, req: Request, record: RequestRecord) -> Outcome:
+        if self.canned:
+            return await self._send_canned(conn, record, self.canned.popleft())
         raw_defaults, script = self._defaults
         try:
             if req.script:
@@ -289,6 +294,25 @@ class FakeApp:
             return "client_closed"
         record.events.append(("body", time.perf_counter_ns()))
         return done
+
+    async def _send_canned(
+        self, conn: ResponseWriter, record: RequestRecord, canned: payloads.Canned
+    ) -> Outcome:
+        record.status = canned.status
+        head = [("content-type", canned.content_type), ("x-request-id", record.request_id)]
+        if not canned.stream:
+            body = b"".join(canned.pieces)
+            sent = await conn.send_head(canned.status, head, len(body), body)
+            record.headers_sent_ns = time.perf_counter_ns()
+            return "ok" if sent else "client_closed"
+        sent = await conn.send_head(canned.status, head, None)
+        record.headers_sent_ns = time.perf_counter_ns()
+        for index, piece in enumerate(canned.pieces):
+            if not sent or not await conn.send_body(piece, end=index == len(canned.pieces) - 1):
+                return "client_closed"
+        if not canned.pieces and sent:
+            await conn.send_body(b"", end=True)
+        return "ok"
 
     async def _send_corrupt(
         self, conn: ResponseWriter, record: RequestRecord, script: Script, corrupt: str, out: payloads.Output

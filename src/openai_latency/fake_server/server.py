@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .app import HTTP2_AVAILABLE, FakeApp
+from .payloads import Canned
 from .records import RecordLog, RequestRecord
 from .script import normalize_defaults
 
@@ -162,6 +163,10 @@ class FakeServer:
     def clear(self) -> None:
         """Forget every record (connection ids keep counting)."""
         self._log.clear()
+
+    def enqueue(self, canned: Canned) -> None:
+        """The next request gets ``canned`` as it is, whatever it asks (in-process servers only)."""
+        self._app.canned.append(canned)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
         """Replace the server-wide script defaults (applies to requests that arrive afterwards)."""
