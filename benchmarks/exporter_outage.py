@@ -5,7 +5,7 @@
 Modes, each in its own worker process, against one fake server in its own process:
 
 - ``baseline``: not instrumented;
-- ``healthy``: instrumented, BatchSpanProcessor to an in-memory exporter;
+- ``healthy``: instrumented, BatchSpanProcessor to an exporter that succeeds at once;
 - ``closed-port``: BatchSpanProcessor and PeriodicExportingMetricReader to OTLP HTTP/protobuf on a port
   nobody listens on (connection refused: the exporter retries with backoff in its worker thread);
 - ``blackhole``: the same to a server that accepts connections and never answers (every export
@@ -63,13 +63,24 @@ def _blackhole() -> int:
     return int(listener.getsockname()[1])
 
 
+def _dropping_exporter() -> type:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Dropping(SpanExporter):
+        """A healthy endpoint: every export succeeds at once (and keeps nothing)."""
+
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    return Dropping
+
+
 def worker(mode: str, base_url: str, calls: int) -> dict[str, object]:
     import openai
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from openai_latency import OpenAILatencyInstrumentor
 
@@ -77,7 +88,7 @@ def worker(mode: str, base_url: str, calls: int) -> dict[str, object]:
         tracer_provider = TracerProvider(shutdown_on_exit=False)
         meter_provider = None
         if mode == "healthy":
-            tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+            tracer_provider.add_span_processor(BatchSpanProcessor(_dropping_exporter()()))
         else:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
