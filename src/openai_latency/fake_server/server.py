@@ -30,6 +30,11 @@ from .script import normalize_defaults
 DEFAULT_WAIT = 1.0
 
 
+LISTEN_BACKLOG = 1024
+"""Connections waiting to be accepted: a burst of hundreds of new connections (one per concurrent
+stream) must not overflow the queue, or the kernel drops SYNs and clients see connect timeouts."""
+
+
 class FakeServer:
     """An OpenAI-compatible fake server running on its own event loop in a daemon thread.
 
@@ -84,7 +89,12 @@ class FakeServer:
             try:
                 self._server = loop.run_until_complete(
                     loop.create_server(
-                        self._app.protocol, self.host, self._requested_port, ssl=self._ssl, reuse_address=True
+                        self._app.protocol,
+                        self.host,
+                        self._requested_port,
+                        ssl=self._ssl,
+                        reuse_address=True,
+                        backlog=LISTEN_BACKLOG,
                     )
                 )
                 self._port = self._server.sockets[0].getsockname()[1]
