@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import collections
+import dataclasses
 import itertools
 import json
 import logging
