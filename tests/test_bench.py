@@ -122,14 +122,14 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     percentiles computed here from the server's own log; goodput against a hand count."""
     script = {
         "delay-ms": 40, "ttft-ms": 30, "chunks": 10, "chunk-delay-ms": 8, "jitter-ms": 6, "seed": 3,
-        "every": "6:fail-attempts=1", "retry-after-ms": 120,
+        "every": "6:fail-attempts=1", "retry-after-ms": 300,
     }  # fmt: skip
     with ExitStack() as stack:
         (server,) = servers(stack, script)
         out = tmp_path / "spans.jsonl"
         result = run_cli(
             ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "30", "-c", "3",
-             "--slo", "e2e=250ms", "--format", "json", "--out", str(out)]
+             "--slo", "e2e=320ms", "--format", "json", "--out", str(out)]
         )  # fmt: skip
         assert result.code == 0, result.err
         report = result.json()
@@ -142,7 +142,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     assert len(by_request) == 30
     retried = [attempts for attempts in by_request.values() if len(attempts) == 2]
     assert len(retried) == 5 and entry["retries"] == 5  # every 6th first attempt got a 429
-    assert entry["backoff_s"] == pytest.approx(5 * 0.120, abs=0.025)
+    assert entry["backoff_s"] == pytest.approx(5 * 0.300, abs=0.04)
     ttft, e2e, tpot = [], [], []
     for attempts in by_request.values():
         first, last = min(attempts, key=lambda r: r.received_ns), max(attempts, key=lambda r: r.received_ns)
@@ -154,15 +154,16 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
         expected = percentiles(values)
         actual = (entry[name]["p50"], entry[name]["p95"], entry[name]["p99"])
         # the client's view adds request build, connection, loopback and parsing (a few ms on a
-        # loaded machine) to the server's; the retried calls are 120 ms apart, so this still tells
+        # loaded machine) to the server's; the retried calls are 300 ms apart, so this still tells
         # (seen while other suites loaded both cores: up to 12 ms for a retried call's ttft, 2.6 ms
         # for a tpot when the client was descheduled mid-stream)
         tolerance = 0.004 if name == "tpot" else 0.020
         assert actual == pytest.approx(expected, abs=tolerance), name
         assert all(a >= e - 0.0015 for a, e in zip(actual, expected, strict=True)), name
-    # goodput: e2e <= 250 ms holds for every call without a retry (~160 ms) and none with (~300 ms)
-    assert max(e2e[i] for i, a in enumerate(by_request.values()) if len(a) == 1) < 0.22
-    assert min(e2e[i] for i, a in enumerate(by_request.values()) if len(a) == 2) > 0.27
+    # goodput: e2e <= 320 ms holds for every call without a retry (~160 ms) and none with (~480 ms),
+    # with room for the client's own delays on a loaded machine (up to ~40 ms seen)
+    assert max(e2e[i] for i, a in enumerate(by_request.values()) if len(a) == 1) < 0.26
+    assert min(e2e[i] for i, a in enumerate(by_request.values()) if len(a) == 2) > 0.40
     assert entry["goodput_requests"] == 25 and entry["goodput"] == pytest.approx(25 / 30)
     triage = entry["triage"]["rate_limited"]
     assert triage["calls"] == 5 and triage["retries"] == 5
