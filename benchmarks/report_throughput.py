@@ -21,7 +21,6 @@ Not a test: it prints numbers, it never fails on them.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import importlib.util
 import json
@@ -34,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.otlp_files import collector_json
 
 WORKER = r"""
 import json, sys, time
@@ -67,27 +70,6 @@ PARSERS = {
     "orjson": "sys.modules['msgspec'] = None",
     "msgspec": "",
 }
-
-
-def _collector_json(spans: Any) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    document: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-
-    def fix(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
-                    node[key] = base64.b64decode(value).hex()
-                else:
-                    fix(value)
-        elif isinstance(node, list):
-            for item in node:
-                fix(item)
-
-    fix(document)
-    return document
 
 
 def _template_spans() -> list[Any]:
@@ -151,7 +133,7 @@ def make_file(path: Path, spans_wanted: int, batch: int) -> tuple[int, int]:
     """Writes the file; returns (spans, calls)."""
     spans = _template_spans()
     lines = [
-        json.dumps(_collector_json(spans[i : i + batch]), separators=(",", ":"))
+        json.dumps(collector_json(spans[i : i + batch]), separators=(",", ":"))
         for i in range(0, len(spans), batch)
     ]
     calls = sum(1 for s in spans if "openai_latency.phase" not in (s.attributes or {}))

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -136,18 +137,7 @@ class Backend:
         """SIGTERM (graceful: uvicorn shutdown, SDK flush), SIGKILL of the group after ``timeout``.
 
         Idempotent; returns the exit code."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
-        if not self._log.closed:
-            self._log.close()
-        return self.process.returncode
+        return stop_group(self.process, self._log, timeout)
 
     def __enter__(self) -> Backend:
         return self
@@ -156,3 +146,19 @@ class Backend:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def stop_group(process: subprocess.Popen[bytes], log: IO[bytes], timeout: float) -> int | None:
+    """SIGTERM to the process group, SIGKILL after ``timeout``; closes its log. Idempotent."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+    if not log.closed:
+        log.close()
+    return process.returncode

@@ -7,9 +7,7 @@ registered in :data:`STARTED`; ``conftest.py`` checks at the end of the session 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -18,6 +16,8 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+from tests.e2e.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_LINES = 40
@@ -126,18 +126,7 @@ class Service:
         """SIGTERM to the process group (graceful: flush and shut down), SIGKILL after ``timeout``.
 
         Idempotent; returns the exit code."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
-        if not self._log.closed:
-            self._log.close()
-        return self.process.returncode
+        return stop_group(self.process, self._log, timeout)
 
 
 class Stack:

@@ -9,7 +9,7 @@ import sys
 from typing import NoReturn
 
 _UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m|h)?\s*$")
 
 
 class UsageError(Exception):
@@ -31,7 +31,7 @@ def duration(text: str, default_unit: str = "s") -> float:
         raise argparse.ArgumentTypeError(f"not a duration (like 500ms or 2s): {text!r}")
     value = float(match.group(1)) * _UNITS[match.group(2) or default_unit]
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive duration: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (or 500ms, 2m): {text!r}")
     return value
 
 

@@ -22,24 +22,22 @@ from urllib.parse import urlsplit
 
 from opentelemetry.metrics import NoOpMeterProvider
 
-from ..version import __version__
 from .args import UsageError
 from .bench_args import build_parser, loads_from, workload_from
 from .bench_config import (
     Load,
+    Plan,
     Slo,
     Target,
-    Workload,
     parse_key_envs,
     parse_target,
 )
-from .bench_output import render_csv, render_text, target_json
-from .bench_run import LAG_WARNING_S, Recorder, Runner, RunState, watch_loop_lag
-from .bench_stats import TargetStats, differs_most, target_stats
+from .bench_output import print_tables, render_csv, result_json
+from .bench_run import Recorder, Runner, RunState, watch_loop_lag
+from .bench_stats import target_stats
 from .console import Output, Progress
-from .report_stats import Dist, collect_calls
+from .report_stats import collect_calls
 from .spans import from_readable, write_otlp_json
-from .tree import format_duration
 
 EXIT_INTERRUPTED = 130
 
@@ -120,7 +118,7 @@ def _bench(opts: argparse.Namespace) -> int:
     finally:
         instrumentor.uninstrument()
         provider.shutdown()
-    return _finish(opts, targets, workload, loads, recorder, state, unreachable)
+    return _finish(Plan(opts, targets, workload, loads, unreachable), recorder, state)
 
 
 def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
@@ -207,15 +205,8 @@ def _progress_lines(targets: Sequence[Target], recorder: Recorder, state: RunSta
     return lines
 
 
-def _finish(
-    opts: argparse.Namespace,
-    targets: Sequence[Target],
-    workload: Workload,
-    loads: list[Load],
-    recorder: Recorder,
-    state: RunState,
-    unreachable: dict[Target, str],
-) -> int:
+def _finish(plan: Plan, recorder: Recorder, state: RunState) -> int:
+    opts, targets = plan.opts, plan.targets
     spans = recorder.spans
     if opts.out:
         write_otlp_json(opts.out, spans)
@@ -227,134 +218,15 @@ def _finish(
     stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
     out = Output()
     if opts.format == "json":
-        out.line(json.dumps(_json(opts, targets, workload, loads, stats, state, unreachable, slo), indent=2))
+        out.line(json.dumps(result_json(plan, stats, state, slo), indent=2))
     elif opts.format == "csv":
         out.line(render_csv(stats, slo))
     else:
-        _print_tables(out, opts, targets, workload, loads, stats, state, slo)
+        print_tables(out, plan, stats, state, slo)
     out.flush()
     if opts.out and opts.format in ("table", "markdown"):
         print(f"\nspans: {opts.out} (openai-latency report {opts.out} rereads them)", file=sys.stderr)
     if state.interrupted:
         print("openai-latency bench: interrupted: results of the finished requests above", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return 1 if unreachable else 0
-
-
-def _client(stats: list[TargetStats], state: RunState) -> dict[str, Any]:
-    """What the bench client itself cost, and whether it held the measured calls up."""
-    requests = sum(s.requests + s.cancelled for s in stats)
-    lag = Dist.of(state.loop_lag)
-    return {
-        "cpu_s": state.cpu_s,
-        "cpu_per_request_s": state.cpu_s / requests if requests else None,
-        "loop_lag": lag.as_dict() if lag else None,
-        "bottleneck": bool(lag and lag.p95 > LAG_WARNING_S),
-    }
-
-
-def _client_lines(stats: list[TargetStats], state: RunState) -> list[tuple[str, str | None]]:
-    client = _client(stats, state)
-    per_request = client["cpu_per_request_s"]
-    text = f"client: CPU {state.cpu_s:.1f} s" + (
-        f" ({per_request * 1000:.1f} ms per request)" if per_request else ""
-    )
-    lag = client["loop_lag"]
-    if lag:
-        text += f", event-loop lag p50 {format_duration(lag['p50'])}, p95 {format_duration(lag['p95'])}"
-    lines: list[tuple[str, str | None]] = [(text, None)]
-    if client["bottleneck"]:
-        lines.append((
-            "warning: the bench client was busy itself (event-loop lag p95 above"
-            f" {LAG_WARNING_S * 1000:.0f} ms): its TTFT and chunk gaps include that delay."
-            " Lower -c, or give the client a core of its own.",
-            "yellow",
-        ))  # fmt: skip
-    return lines
-
-
-def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
-    levels: dict[str, list[TargetStats]] = {}
-    for s in stats:
-        levels.setdefault(s.group.key.get("load", ""), []).append(s)
-    return levels
-
-
-def _print_tables(
-    out: Output,
-    opts: argparse.Namespace,
-    targets: Sequence[Target],
-    workload: Workload,
-    loads: list[Load],
-    stats: list[TargetStats],
-    state: RunState,
-    slo: Slo,
-) -> None:
-    amount = (
-        f"{opts.requests} requests per target" if opts.requests else f"{opts.duration:g} s per load level"
-    )
-    mode = "stream" if workload.stream else "no stream"
-    order = "sequential" if opts.sequential else "interleaved"
-    levels = ", ".join(load.label for load in loads)
-    out.line(
-        f"openai-latency bench: {len(targets)} target(s), {amount}, {levels},"
-        f" {mode}, max_tokens {workload.max_tokens}, {order}"
-        + (f", {opts.warmup} warm-up" if opts.warmup else ""),
-        style="bold",
-    )
-    if state.late:
-        out.line(f"{state.late} arrivals found every slot busy and started late (raise -c)", style="yellow")
-    if not stats:
-        out.line("no request finished")
-        return
-    for line, style in _client_lines(stats, state):
-        out.line(line, style)
-    for load, level in _by_load(stats).items():
-        if len(loads) > 1:
-            out.line(f"\n== {load}", style="bold")
-        out.line()
-        text = render_text(level, slo, differs_most(level), markdown=opts.format == "markdown")
-        for line in text.split("\n"):
-            style = "bold" if line.startswith("The phase that differs most") else None
-            out.line(line, style)
-
-
-def _json(
-    opts: argparse.Namespace,
-    targets: Sequence[Target],
-    workload: Workload,
-    loads: list[Load],
-    stats: list[TargetStats],
-    state: RunState,
-    unreachable: dict[Target, str],
-    slo: Slo,
-) -> dict[str, Any]:
-    differences = {load: differs_most(level) for load, level in _by_load(stats).items()}
-    return {
-        "tool": "openai-latency bench",
-        "version": __version__,
-        "config": {
-            "targets": [{"name": t.name, "base_url": t.base_url, "model": t.model} for t in targets],
-            "unreachable": [
-                {"name": t.name, "base_url": t.base_url, "reason": r} for t, r in unreachable.items()
-            ],
-            "stream": workload.stream,
-            "max_tokens": workload.max_tokens,
-            "prompt_chars": len(workload.prompt),
-            "loads": [load.label for load in loads],
-            "requests_per_target": opts.requests,
-            "duration_s": opts.duration,
-            "warmup": opts.warmup,
-            "interleaved": not opts.sequential,
-            "slo": slo.bounds,
-            "timeout_s": opts.timeout,
-            "max_retries": opts.max_retries,
-            "seed": opts.seed,
-        },
-        "interrupted": state.interrupted,
-        "late_arrivals": state.late,
-        "client": _client(stats, state),
-        "results": [target_json(s, slo) for s in stats],
-        "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
-        "out": opts.out,
-    }
+    return 1 if plan.unreachable else 0

@@ -82,6 +82,18 @@ class Load:
 
 
 @dataclass(frozen=True)
+class Plan:
+    """One bench invocation: its options and what they resolved to."""
+
+    opts: argparse.Namespace
+    targets: list[Target]
+    workload: Workload
+    loads: list[Load]
+    #: Targets left out because they refused connections, with the reason.
+    unreachable: dict[Target, str]
+
+
+@dataclass(frozen=True)
 class Slo:
     bounds: dict[str, float] = field(default_factory=dict)
 

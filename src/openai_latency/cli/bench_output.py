@@ -8,8 +8,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .bench_config import Slo
-from .bench_stats import Difference, TargetStats
+from ..version import __version__
+from .bench_config import Plan, Slo
+from .bench_run import LAG_WARNING_S, RunState
+from .bench_stats import Difference, TargetStats, differs_most
+from .console import Output
 from .report_stats import HTTP_PHASES, PHASES, Dist
 from .tree import format_duration
 from .triage import triage_lines
@@ -195,4 +198,107 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.phases},
         "http_phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.http},
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
+    }
+
+
+def _client(stats: list[TargetStats], state: RunState) -> dict[str, Any]:
+    """What the bench client itself cost, and whether it held the measured calls up."""
+    requests = sum(s.requests + s.cancelled for s in stats)
+    lag = Dist.of(state.loop_lag)
+    return {
+        "cpu_s": state.cpu_s,
+        "cpu_per_request_s": state.cpu_s / requests if requests else None,
+        "loop_lag": lag.as_dict() if lag else None,
+        "bottleneck": bool(lag and lag.p95 > LAG_WARNING_S),
+    }
+
+
+def _client_lines(stats: list[TargetStats], state: RunState) -> list[tuple[str, str | None]]:
+    client = _client(stats, state)
+    per_request = client["cpu_per_request_s"]
+    text = f"client: CPU {state.cpu_s:.1f} s" + (
+        f" ({per_request * 1000:.1f} ms per request)" if per_request else ""
+    )
+    lag = client["loop_lag"]
+    if lag:
+        text += f", event-loop lag p50 {format_duration(lag['p50'])}, p95 {format_duration(lag['p95'])}"
+    lines: list[tuple[str, str | None]] = [(text, None)]
+    if client["bottleneck"]:
+        lines.append((
+            "warning: the bench client was busy itself (event-loop lag p95 above"
+            f" {LAG_WARNING_S * 1000:.0f} ms): its TTFT and chunk gaps include that delay."
+            " Lower -c, or give the client a core of its own.",
+            "yellow",
+        ))  # fmt: skip
+    return lines
+
+
+def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
+    levels: dict[str, list[TargetStats]] = {}
+    for s in stats:
+        levels.setdefault(s.group.key.get("load", ""), []).append(s)
+    return levels
+
+
+def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo) -> None:
+    opts, workload, loads = plan.opts, plan.workload, plan.loads
+    amount = (
+        f"{opts.requests} requests per target" if opts.requests else f"{opts.duration:g} s per load level"
+    )
+    mode = "stream" if workload.stream else "no stream"
+    order = "sequential" if opts.sequential else "interleaved"
+    levels = ", ".join(load.label for load in loads)
+    out.line(
+        f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
+        f" {mode}, max_tokens {workload.max_tokens}, {order}"
+        + (f", {opts.warmup} warm-up" if opts.warmup else ""),
+        style="bold",
+    )
+    if state.late:
+        out.line(f"{state.late} arrivals found every slot busy and started late (raise -c)", style="yellow")
+    if not stats:
+        out.line("no request finished")
+        return
+    for line, style in _client_lines(stats, state):
+        out.line(line, style)
+    for load, level in _by_load(stats).items():
+        if len(loads) > 1:
+            out.line(f"\n== {load}", style="bold")
+        out.line()
+        text = render_text(level, slo, differs_most(level), markdown=opts.format == "markdown")
+        for line in text.split("\n"):
+            style = "bold" if line.startswith("The phase that differs most") else None
+            out.line(line, style)
+
+
+def result_json(plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo) -> dict[str, Any]:
+    opts, workload, loads = plan.opts, plan.workload, plan.loads
+    differences = {load: differs_most(level) for load, level in _by_load(stats).items()}
+    return {
+        "tool": "openai-latency bench",
+        "version": __version__,
+        "config": {
+            "targets": [{"name": t.name, "base_url": t.base_url, "model": t.model} for t in plan.targets],
+            "unreachable": [
+                {"name": t.name, "base_url": t.base_url, "reason": r} for t, r in plan.unreachable.items()
+            ],
+            "stream": workload.stream,
+            "max_tokens": workload.max_tokens,
+            "prompt_chars": len(workload.prompt),
+            "loads": [load.label for load in loads],
+            "requests_per_target": opts.requests,
+            "duration_s": opts.duration,
+            "warmup": opts.warmup,
+            "interleaved": not opts.sequential,
+            "slo": slo.bounds,
+            "timeout_s": opts.timeout,
+            "max_retries": opts.max_retries,
+            "seed": opts.seed,
+        },
+        "interrupted": state.interrupted,
+        "late_arrivals": state.late,
+        "client": _client(stats, state),
+        "results": [target_json(s, slo) for s in stats],
+        "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
+        "out": opts.out,
     }

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from . import args as arguments
 from .args import Parser
 from .otlp_json import InputError, ReadStats, without_gc
 from .report_sources import add_source_arguments, open_spans
@@ -80,13 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--slow-threshold",
-        type=_positive_seconds,
+        type=arguments.duration,
         metavar="SECONDS",
         help="slow calls are those taking at least this long (default: the group's p95)",
     )
     parser.add_argument(
         "--client-timeout",
-        type=_positive_seconds,
+        type=arguments.duration,
         metavar="SECONDS",
         help="triage: the client timeout the calls ran with (a failure near it is a slow failure)",
     )
@@ -106,16 +107,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_source_arguments(parser)
     return parser
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
-    return value
 
 
 def _positive_int(text: str) -> int:
