@@ -1,8 +1,13 @@
-# Two commands on a fresh machine (Python >= 3.10; nothing else needed):
+# Two commands on a fresh machine (Python >= 3.10; Go >= 1.24.6 for the stack half of check):
 #   make demo   the embedded demo: two fake endpoints benchmarked side by side (bench, triage, waterfall)
-#   make test   everything CI checks: lint, the test suite on openai 3.x / 2.x / 1.x and legacy
-#               httpx, the observability-stack checks, the openai SDK's own tests instrumented, and
-#               the built wheel installed into a fresh virtual environment
+#   make check  what CI runs (.ci/run): make test, then make stack-test; fails if either failed
+# Its parts:
+#   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the
+#               observability-stack checks, the openai SDK's own tests instrumented, and the built
+#               wheel installed into a fresh virtual environment (no Go)
+# and, with Go >= 1.24.6 (CI runs it after `make test`, see .ci/run):
+#   make stack-test  the real Collector, Jaeger v2 and Prometheus on loopback with the project's
+#               configs (scripts/build-stack.sh builds them once into ~/.cache/openai-latency)
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -11,7 +16,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test lint unit matrix peer stack-tools dist dist-check clean
+.PHONY: demo check test lint unit matrix peer stack-tools stack-build stack-test dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +67,21 @@ dist-check: dist
 # -k: every part runs and reports, and the target fails if any did
 test:
 	$(MAKE) -k lint matrix peer dist-check
+
+# Both halves always run; the target fails if either failed.
+check:
+	@status=0; $(MAKE) test || status=1; $(MAKE) stack-test || status=1; \
+	if [ $$status -ne 0 ]; then echo "make check: FAILED (see above: make test and/or make stack-test)" >&2; fi; \
+	exit $$status
+
+# Builds (or finds in its cache) the Collector and Jaeger, installs Prometheus if missing.
+stack-build:
+	bash scripts/build-stack.sh >/dev/null
+
+# tests/realstack: not part of `make test` (pyproject's addopts ignore it unless named).
+# STACK_TEST_COLLECTOR_CONFIG=path runs the single-collector tests with another collector config.
+stack-test: $(STAMP) stack-build
+	bash scripts/pytest.sh $(PY) tests/realstack -v -s
 
 clean:
 	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache

@@ -36,7 +36,18 @@ def _bench(url: str, *extra: str) -> tuple[dict, float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     done = subprocess.run(
-        [COMMAND, "bench", "--target", f"fake={url}", "--model", "m", "--format", "json", "--no-progress", *extra],
+        [
+            COMMAND,
+            "bench",
+            "--target",
+            f"fake={url}",
+            "--model",
+            "m",
+            "--format",
+            "json",
+            "--no-progress",
+            *list(extra),
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -57,12 +68,14 @@ def closed_loop(requests: int, concurrency: int, script: dict[str, int], name: s
     (entry,) = report["results"]
     server_ttft = sorted((r.first_content_ns - r.received_ns) / 1e9 for r in records if r.first_content_ns)
     client_ttft = entry["ttft"]
-    print(f"closed loop, {name}: {requests} requests at -c {concurrency}: {entry['requests']} done, {entry['errors']} errors")
-    print(f"  wall {wall:.1f} s (process start included), {entry['requests_per_s']:.0f} requests/s while running")
+    server_p50 = statistics.median(server_ttft)
+    print(f"closed loop, {name}: {requests} requests at -c {concurrency}:", end=" ")
+    print(f"{entry['requests']} done, {entry['errors']} errors")
+    print(f"  wall {wall:.1f} s (process start included), {entry['requests_per_s']:.0f} requests/s running")
     print(f"  bench process CPU {cpu:.1f} s = {cpu / requests * 1000:.2f} ms per request")
     print(
-        f"  ttft p50: bench {client_ttft['p50'] * 1000:.1f} ms, server {statistics.median(server_ttft) * 1000:.1f} ms"
-        f" -> the client adds {(client_ttft['p50'] - statistics.median(server_ttft)) * 1000:.1f} ms at p50;"
+        f"  ttft p50: bench {client_ttft['p50'] * 1000:.1f} ms, server {server_p50 * 1000:.1f} ms"
+        f" -> the client adds {(client_ttft['p50'] - server_p50) * 1000:.1f} ms at p50;"
         f" p95 bench {client_ttft['p95'] * 1000:.1f} ms"
     )
     lag = report["client"]["loop_lag"]
@@ -77,13 +90,15 @@ def open_loop(rates: list[float], seconds: float) -> None:
         for rate in rates:
             server.clear()
             requests = int(rate * seconds)
-            report, wall, cpu = _bench(server.base_url, "--rate", f"{rate:g}", "-n", str(requests), "-c", "256")
-            arrivals = sorted(r.received_ns for r in server.records(wait=5) if r.path.endswith("/chat/completions"))
+            report, _, cpu = _bench(server.base_url, "--rate", f"{rate:g}", "-n", str(requests), "-c", "256")
+            records = server.records(wait=5)
+            arrivals = sorted(r.received_ns for r in records if r.path.endswith("/chat/completions"))
             achieved = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)
-            on_time = abs(achieved - rate) <= 0.05 * rate and report["late_arrivals"] == 0
+            late = report["late_arrivals"]
+            verdict = "sustained" if abs(achieved - rate) <= 0.05 * rate and late == 0 else "NOT sustained"
             print(
-                f"open loop {rate:g}/s: achieved {achieved:.1f}/s at the server, late {report['late_arrivals']},"
-                f" CPU {cpu / requests * 1000:.2f} ms per request -> {'sustained' if on_time else 'NOT sustained'}"
+                f"open loop {rate:g}/s: achieved {achieved:.1f}/s at the server, late {late},"
+                f" CPU {cpu / requests * 1000:.2f} ms per request -> {verdict}"
             )
 
 

@@ -36,7 +36,8 @@ def test_ranks_two_endpoints_and_names_the_differing_phase(tmp_path: Path) -> No
         differs = report["differs_most"]["c=2"]
         assert differs["phase"] == "network_wait" and differs["inner_http_phase"] == "server_wait"
         assert (differs["fastest"]["target"], differs["slowest"]["target"]) == ("fast", "slow")
-        assert differs["slowest"]["p50"] - differs["fastest"]["p50"] == pytest.approx(0.200, abs=0.02)
+        gap = differs["slowest"]["median_per_call"] - differs["fastest"]["median_per_call"]
+        assert gap == pytest.approx(0.200, abs=0.02)
         table = run_cli(
             ["bench", "--target", f"fast={fast.base_url}", "--target", f"slow={slow.base_url}",
              "--model", "m", "-n", "4"]
@@ -154,7 +155,9 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
         actual = (entry[name]["p50"], entry[name]["p95"], entry[name]["p99"])
         # the client's view adds request build, connection, loopback and parsing (a few ms on a
         # loaded machine) to the server's; the retried calls are 120 ms apart, so this still tells
-        tolerance = 0.0015 if name == "tpot" else 0.010
+        # (seen while other suites loaded both cores: up to 12 ms for a retried call's ttft, 2.6 ms
+        # for a tpot when the client was descheduled mid-stream)
+        tolerance = 0.004 if name == "tpot" else 0.020
         assert actual == pytest.approx(expected, abs=tolerance), name
         assert all(a >= e - 0.0015 for a, e in zip(actual, expected, strict=True)), name
     # goodput: e2e <= 250 ms holds for every call without a retry (~160 ms) and none with (~300 ms)

@@ -57,7 +57,8 @@ def test_the_instrumentation_never_imports_the_terminal_library() -> None:
         "from openai_latency.fake_server import FakeServer\n"
         "openai_latency.OpenAILatencyInstrumentor().instrument()\n"
         "with FakeServer() as s:\n"
-        "    openai.OpenAI(base_url=s.base_url, api_key='k').chat.completions.create(model='m', messages=[])\n"
+        "    client = openai.OpenAI(base_url=s.base_url, api_key='k')\n"
+        "    client.chat.completions.create(model='m', messages=[])\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pygments')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -310,7 +310,7 @@ def test_retry_after_429_shows_both_attempts_and_the_backoff(
     assert attrs(second)["http.request.resend_count"] == 1
     assert_close_ns(duration_ns(backoff), 200 * MS, "backoff", abs_ms=0, rel=0.03)
     b = attrs(backoff)
-    assert b["openai_latency.retry.reason"] == "429"
+    assert b["openai_latency.retry.reason"] == "rate_limit_exceeded"  # the 429 body's code
     assert b["openai_latency.retry.delay"] == pytest.approx(0.2)
     assert b["openai_latency.retry.delay_source"] == "retry-after-ms"
     a = attrs(op)

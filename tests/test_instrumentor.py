@@ -179,7 +179,9 @@ def test_opentelemetry_instrument_command(tmp_path: Path) -> None:
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_SERVICE_NAME": "instrument-test",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "",
+        # the official OpenAI (entry point ``openai``) and httpx instrumentations may be installed
+        # too (tests/test_coexistence.py); this test is about ours alone
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,httpx",
     }
     out = subprocess.run(
         [str(command), sys.executable, str(app)],

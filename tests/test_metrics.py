@@ -208,7 +208,8 @@ def test_every_instrument_after_a_stream_and_a_non_stream_call(
         _check_exemplars(metric, plain_op)
 
 
-@pytest.mark.parametrize(("status", "error_type"), [("429", "429"), ("503", "503")])
+# the fake server's bodies for these statuses carry OpenAI's codes
+@pytest.mark.parametrize(("status", "error_type"), [("429", "rate_limit_exceeded"), ("503", "overloaded")])
 def test_retries_are_counted_with_the_retried_attempts_error_type(
     full: Callable[..., Full], server: Any, status: str, error_type: str
 ) -> None:

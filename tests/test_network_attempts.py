@@ -48,12 +48,13 @@ def test_retried_status_attempt_and_backoff(
         "openai.response_read",
     ]
     failed, ok = (attrs(w) for w in network_waits(captured, op))
-    assert failed["http.response.status_code"] == 429 and failed["error.type"] == "429"
+    assert failed["http.response.status_code"] == 429
+    assert failed["error.type"] == "rate_limit_exceeded"  # the code of the fake's 429 body
     assert failed["http.request.resend_count"] == 0
     assert ok["http.response.status_code"] == 200 and "error.type" not in ok
     assert ok["http.request.resend_count"] == 1
     (backoff,) = _backoffs(captured)
-    assert backoff["openai_latency.retry.reason"] == "429"
+    assert backoff["openai_latency.retry.reason"] == "rate_limit_exceeded"
     assert backoff["openai_latency.retry.delay_source"] == source
     measured = backoff["openai_latency.retry.delay"]
     assert isinstance(measured, float)

@@ -258,20 +258,30 @@ async def _two_concurrent_calls(
         )
     else:
         barrier = threading.Barrier(2)
+        failures: list[BaseException] = []
 
         def call(delay: str) -> None:
             barrier.wait()
-            client.chat.completions.create(
-                model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": delay}
-            )
+            try:
+                client.chat.completions.create(
+                    model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": delay}
+                )
+            except BaseException as exc:  # re-raised below: a thread's exception would be lost
+                failures.append(exc)
 
         threads = [threading.Thread(target=call, args=(delay,)) for delay in delays]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        if failures:
+            # A call that failed has no response, hence no request id: raise what it raised (this
+            # used to surface as ``KeyError: None`` from the record lookup below).
+            raise failures[0]
     ops = captured.operations()
     assert len(ops) == 2
+    for op in ops:
+        assert attr(op, "openai_latency.request_id"), dict(op.attributes or {})
     records = {op.context.span_id: server.record(attr(op, "openai_latency.request_id")) for op in ops}
     first, second = sorted(records.values(), key=lambda r: r.received_ns)
     # one connection, two streams served at the same time (not one after the other)

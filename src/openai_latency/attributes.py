@@ -7,6 +7,7 @@ serves openai 1.x to 3.x, and nothing here ever records keys, auth headers, cook
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -311,6 +312,31 @@ _CATEGORY_BY_STATUS = {
     422: "bad_request",
     429: "rate_limit",
 }
+
+
+MAX_ERROR_BODY = 64 * 1024
+"""Error bodies longer than this are not parsed for the provider's code (OpenAI's are < 1 KiB)."""
+
+
+def response_error_code(response: Any) -> str | None:
+    """The provider's error code (``error.code``) of an HTTP error response, read the way the SDK
+    reads it, but only when the body is already in memory: a non-stream request's body is read by
+    the HTTP client before the SDK sees the response. A streamed response's body is left unread
+    (reading it would be an extra read on the connection the SDK is about to close)."""
+    try:
+        content = response.content  # httpx raises ResponseNotRead when the body was not read
+    except Exception:
+        return None
+    if not isinstance(content, bytes) or not content or len(content) > MAX_ERROR_BODY:
+        return None
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        data = data.get("error", data)
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) and code else None
 
 
 def qualified_name(exc_type: type[BaseException]) -> str:

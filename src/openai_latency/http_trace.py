@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ._guard import report
+from .attributes import qualified_name
 from .timeline import Attempt, clock
 
 SyncTrace = Callable[[str, Any], None]
@@ -21,15 +22,22 @@ AsyncTrace = Callable[[str, Any], Awaitable[None]]
 
 _HEADERS_RECEIVED = "receive_response_headers.complete"
 _CONNECT = "connection.connect_tcp.started"
+_FAILED = ".failed"
 
 
-def _record(attempt: Attempt, name: str) -> None:
+def _record(attempt: Attempt, name: str, info: Any) -> None:
     now = clock()
     attempt.events.append((name, now))
     if name == _CONNECT:
         attempt.new_connection = True
     elif not attempt.headers_ns and name.endswith(_HEADERS_RECEIVED):
         attempt.headers_ns = now
+    elif name.endswith(_FAILED):
+        exc = info.get("exception") if isinstance(info, dict) else None
+        if attempt.failures is None:
+            attempt.failures = {}
+        step = name.partition(".")[2][: -len(_FAILED)]
+        attempt.failures[step] = qualified_name(type(exc)) if exc is not None else "_OTHER"
 
 
 def install_sync(extensions: MutableMapping[str, Any], attempt: Attempt) -> None:
@@ -37,7 +45,7 @@ def install_sync(extensions: MutableMapping[str, Any], attempt: Attempt) -> None
 
     def trace(event_name: str, info: Any) -> None:
         try:
-            _record(attempt, event_name)
+            _record(attempt, event_name, info)
         except Exception:
             report("http trace event")
         if user is not None:
@@ -51,7 +59,7 @@ def install_async(extensions: MutableMapping[str, Any], attempt: Attempt) -> Non
 
     async def trace(event_name: str, info: Any) -> None:
         try:
-            _record(attempt, event_name)
+            _record(attempt, event_name, info)
         except Exception:
             report("http trace event")
         if user is not None:

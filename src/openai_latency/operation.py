@@ -141,11 +141,15 @@ class Operation:
         except IndexError:
             return
         self._finish(end_ns, error, end_state)
-        if not self._span_ended:  # _finish failed half-way (and reported it): still end the span
-            try:
+        try:
+            # attempt spans _finish did not get to (it failed half-way, and reported it)
+            for attempt in self.timeline.attempts:
+                if attempt.span is not None and attempt.span.is_recording():
+                    attempt.span.end(end_time=to_epoch_ns(attempt.end_ns or end_ns))
+            if not self._span_ended:  # _finish failed half-way: still end the operation span
                 self.span.end(end_time=to_epoch_ns(end_ns))
-            except Exception:
-                report("Operation.finish")
+        except Exception:
+            report("Operation.finish")
 
     @guarded()
     def _finish(self, end_ns: int, error: BaseException | None, end_state: str | None) -> None:
@@ -157,13 +161,14 @@ class Operation:
             # The provider reported an error inside the stream (Responses `error` / `response.failed`).
             error, end_state = attrs.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
+        failure = attrs.error_attributes(error, mid_stream=end_state == "error") if error is not None else {}
+        _name_final_attempt(timeline, failure)
         phases = timeline.phases(settings.http_subphases)
         summary = dict(self.result_attributes)
         summary.update(self._summary(phases))
         if timeline.streaming:
             summary.update(self._stream_summary(end_state))
-        if error is not None:
-            summary.update(attrs.error_attributes(error, mid_stream=end_state == "error"))
+        summary.update(failure)
         span = self.span
         span.set_attributes(summary)
         if settings.any_phase_spans:
@@ -176,11 +181,26 @@ class Operation:
             span.set_status(Status(StatusCode.UNSET))
         if self.content is not None:
             self.content.emit(self, end_ns, summary)
-        span.end(end_time=to_epoch_ns(end_ns))
+        # Marked before end(): a span processor that raises in on_end must not get a second end().
         self._span_ended = True
+        try:
+            span.end(end_time=to_epoch_ns(end_ns))
+        finally:
+            self._record_metrics(phases, summary)
+
+    @guarded()
+    def _record_metrics(self, phases: list[Phase], summary: dict[str, Any]) -> None:
         metrics = self.telemetry.metrics
         if metrics is not None:
             metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
+
+    def start_attempt_span(self, start_ns: int) -> Span | None:
+        """The ``openai.network_wait`` span of an attempt starting now (phase spans on), else None."""
+        if not self.telemetry.settings.any_phase_spans:
+            return None
+        return self.telemetry.tracer.start_span(
+            "openai.network_wait", context=self.context, start_time=to_epoch_ns(start_ns)
+        )
 
     def _summary(self, phases: list[Phase]) -> dict[str, Any]:
         timeline = self.timeline
@@ -257,10 +277,16 @@ class Operation:
             out["openai_latency.time_per_output_token"] = span_ns * _NS / (output_tokens - 1)
         return out
 
+    @guarded()  # on its own: a failing span processor still leaves the operation span its status
     def _emit_phase_spans(self, phases: list[Phase], http_subphases: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:
-            span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
+            if phase.span is not None:  # started with its attempt: complete it
+                span = phase.span
+                span.set_attributes({"openai_latency.phase": phase.name, **phase.attributes})
+                span.end(end_time=to_epoch_ns(phase.end_ns))
+            else:
+                span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
             if http_subphases and phase.children:
                 parent = trace.set_span_in_context(span)
                 for child in phase.children:
@@ -299,6 +325,17 @@ class Operation:
             chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)],
             retries=retried,
         )
+
+
+def _name_final_attempt(timeline: Timeline, failure: dict[str, Any]) -> None:
+    """The final attempt's error.type is the operation's when the operation failed on that attempt's
+    HTTP status (a streamed error body is read by the SDK only after the attempt ended)."""
+    status = failure.get("http.response.status_code")
+    if status is None or not timeline.attempts:
+        return
+    last = timeline.attempts[-1]
+    if last.status_code == status:
+        last.error_type = failure["error.type"]
 
 
 MAX_GAP_POINTS = 8

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate
+from opentelemetry import propagate, trace
 
 from . import attributes as attrs
 from . import content, http_trace, stream_usage
@@ -195,13 +195,16 @@ class Hooks:
     # --- attempts -----------------------------------------------------------------------------
 
     @guarded()
-    def begin_attempt(self, op: Operation, request: Any, is_async: bool) -> Attempt | None:
+    def begin_attempt(self, op: Operation, request: Any, is_async: bool) -> tuple[Attempt, Any] | None:
+        """The attempt, and the context to send it in (its network_wait span's, else the operation's)."""
         attempt = op.timeline.begin_attempt(len(op.timeline.attempts))
+        attempt.span = op.start_attempt_span(attempt.start_ns)
+        context = op.context if attempt.span is None else trace.set_span_in_context(attempt.span, op.context)
         if self.settings.propagate:
-            propagate.inject(request.headers, context=op.context)
+            propagate.inject(request.headers, context=context)
         install = http_trace.install_async if is_async else http_trace.install_sync
         install(request.extensions, attempt)
-        return attempt
+        return attempt, context
 
     @guarded()
     def attempt_returned(self, op: Operation, attempt: Attempt, response: Any, stream: bool) -> None:
@@ -214,7 +217,7 @@ class Hooks:
         attempt.http_version = version.split("/", 1)[1] if "/" in version else version or None
         attempt.response_headers = response.headers
         if attempt.status_code >= 400:
-            attempt.error_type = str(attempt.status_code)
+            attempt.error_type = attrs.response_error_code(response) or str(attempt.status_code)
         if stream:
             BY_RESPONSE[response] = op
 
@@ -227,14 +230,18 @@ class Hooks:
         op = CURRENT.get()
         if op is None:
             return wrapped(*args, **kwargs)
-        attempt = self.begin_attempt(op, args[0] if args else kwargs["request"], False)
-        if attempt is None:
+        begun = self.begin_attempt(op, args[0] if args else kwargs["request"], False)
+        if begun is None:
             return wrapped(*args, **kwargs)
+        attempt, context = begun
+        token = otel_context.attach(context)
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
             self.attempt_raised(attempt, exc)
             raise
+        finally:
+            otel_context.detach(token)
         self.attempt_returned(op, attempt, response, kwargs.get("stream") is True)
         return response
 
@@ -245,14 +252,18 @@ class Hooks:
         return self._await_send(op, wrapped, args, kwargs)
 
     async def _await_send(self, op: Operation, wrapped: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        attempt = self.begin_attempt(op, args[0] if args else kwargs["request"], True)
-        if attempt is None:
+        begun = self.begin_attempt(op, args[0] if args else kwargs["request"], True)
+        if begun is None:
             return await wrapped(*args, **kwargs)
+        attempt, context = begun
+        token = otel_context.attach(context)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
             self.attempt_raised(attempt, exc)
             raise
+        finally:
+            otel_context.detach(token)
         self.attempt_returned(op, attempt, response, kwargs.get("stream") is True)
         return response
 
@@ -261,8 +272,11 @@ class Hooks:
     @guarded()
     def begin_backoff(self, op: Operation, kwargs: Mapping[str, Any]) -> Backoff:
         response = kwargs.get("response")
+        attempts = op.timeline.attempts
         if response is not None:
-            reason = str(response.status_code)
+            # the retried attempt's error.type: the provider's code when it sent one, else the status
+            retried = attempts[-1].error_type if attempts else None
+            reason = retried or str(response.status_code)
         else:
             exc = sys.exc_info()[1]
             reason = attrs.qualified_name(type(exc)) if exc is not None else "_OTHER"

@@ -42,9 +42,15 @@ class Attempt:
     response_headers: Mapping[str, str] | None = None
     events: list[tuple[str, int]] = field(default_factory=list)
     """httpcore ``trace`` events as (name, ns), in arrival order."""
+    failures: dict[str, str] | None = None
+    """httpcore step that failed (``connect_tcp``, ``start_tls``, ``send_request_body``...) -> the
+    qualified name of its exception, from the ``*.failed`` trace events."""
     dns: tuple[int, int] | None = None
     new_connection: bool = False
     """httpcore opened a connection (TCP connect) for this attempt."""
+    span: Any = None
+    """Its ``openai.network_wait`` span, started with the attempt so that spans made during the send
+    (an HTTP client instrumentation's, a server's through ``traceparent``) nest under it."""
 
     def event_times(self) -> dict[str, int]:
         """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
@@ -84,6 +90,8 @@ class Phase:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     children: list[Phase] = field(default_factory=list)
+    span: Any = None
+    """The span already started for this phase (network_wait), if any."""
 
     @property
     def duration_ns(self) -> int:
@@ -118,11 +126,10 @@ class Timeline:
 
     @property
     def headers_ns(self) -> int:
-        """Response headers of the final attempt, 0 when no response came."""
+        """Response headers of the final attempt, 0 when none came (the body may still have failed)."""
         if not self.attempts:
             return 0
-        last = self.attempts[-1]
-        return last.headers_ns if last.status_code else 0
+        return self.attempts[-1].headers_ns
 
     def phases(self, http_subphases: bool) -> list[Phase]:
         """The call's phases in order; they do not overlap and cover ``start_ns .. end_ns``."""
@@ -159,8 +166,10 @@ class Timeline:
 def _network_wait(
     attempt: Attempt, is_last: bool, call_end: int, http_subphases: bool, retry_decided: int | None
 ) -> Phase:
-    if is_last and attempt.headers_ns:
-        end = attempt.headers_ns
+    if is_last:
+        # A final attempt without response headers failed: like a retried one lasts until the SDK
+        # decides to retry, it lasts until the SDK gives up and raises (the call's end).
+        end = attempt.headers_ns or call_end
     else:
         end = retry_decided or attempt.end_ns or attempt.headers_ns or call_end
     attributes: dict[str, Any] = {"http.request.resend_count": attempt.index}
@@ -174,7 +183,7 @@ def _network_wait(
     if reused is not None:
         attributes["openai_latency.connection.reused"] = reused
     children = _http_subphases(attempt, end) if http_subphases and attempt.events else []
-    return Phase("network_wait", attempt.start_ns, end, attributes, children)
+    return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
 
 
 def _backoff(backoff: Backoff) -> Phase:
@@ -198,22 +207,31 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     out: list[Phase] = []
     cursor = attempt.start_ns
 
-    def add(name: str, until: int) -> None:
+    failures = attempt.failures or {}
+
+    def add(name: str, until: int, *steps: str) -> None:
         nonlocal cursor
         until = min(max(until, cursor), end)
-        out.append(Phase(name, cursor, until))
+        phase = Phase(name, cursor, until)
+        failed = next((failures[step] for step in steps if step in failures), None)
+        if failed is not None:  # the step that failed: how far the attempt got
+            phase.attributes["error.type"] = failed
+        out.append(phase)
         cursor = until
 
     add("http.pool_wait", attempt.events[0][1])  # httpcore does not trace the pool: entry -> first event
     if ev("connect_tcp.started", 0):
         if attempt.dns is not None:
             add("http.dns", attempt.dns[1])
-        add("http.connect", ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end)
+        connected = ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end
+        add("http.connect", connected, "connect_tcp")
     if ev("start_tls.started", 0):
-        add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end)
+        add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end, "start_tls")
     if ev("send_connection_init.started", 0) or ev("send_request_headers.started", 0):
-        add("http.send", _request_sent(times) or end)
-        add("http.server_wait", ev("receive_response_headers.complete", 0) or end)
+        sent = _request_sent(times) or end
+        add("http.send", sent, "send_connection_init", "send_request_headers", "send_request_body")
+        headers = ev("receive_response_headers.complete", 0) or end
+        add("http.server_wait", headers, "receive_response_headers")
     return out
 
 

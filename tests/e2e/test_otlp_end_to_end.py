@@ -15,6 +15,11 @@ other, to a real OTLP receiver run by this test. Asserted on what came over the 
 - with ``OPENAI_LATENCY_PROPAGATE=false`` the LLM server receives no trace context at all, while
   the spans are still exported (only FastAPI and openai-latency are enabled, so nothing else could
   have injected one).
+
+The same path through the real Collector into Jaeger and Prometheus is tests/realstack (`make
+stack-test`, which needs Go). This test stays for what only a receiver of its own sees: what each
+OTLP protocol put on the wire and the trace context the LLM server received, and it keeps that
+covered in `make test`, without Go.
 """
 
 from __future__ import annotations

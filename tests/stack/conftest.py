@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, NoReturn
@@ -36,3 +37,19 @@ def require_tool(name: str) -> str:
     if found is None:
         _missing(f"{name} not installed")
     return found
+
+
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def as_deployed(value: Any) -> Any:
+    """A collector config as the compose stack runs it: every ``${env:NAME:-default}`` replaced by its
+    default (compose sets none of those variables; ``make stack-test`` sets them to loopback ports),
+    ``${env:NAME}`` without default by ''."""
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: m.group(2) or "", value)
+    if isinstance(value, dict):
+        return {k: as_deployed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_deployed(v) for v in value]
+    return value

@@ -1,17 +1,18 @@
 """Collector configs: every pipeline references defined components that exist in otelcol-contrib.
 
-No otelcol-contrib binary can be installed from the registries reachable here (its releases are
-GitHub/Docker downloads), so `otelcol-contrib validate` is replaced by these structural checks
-against collector/contrib-components.yaml, the component list of the pinned contrib version.
+Structural checks without a collector binary (they run in `make test`, which needs no Go), against
+collector/contrib-components.yaml. The real check is `otelcol validate` with the collector built
+from source by `make stack-test` (tests/realstack/test_collector_validate.py).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from .conftest import ROOT, load_yaml
+from .conftest import ROOT, as_deployed, load_yaml
 
 CONFIGS = ["otelcol.yaml", "gateway.yaml", "agent.yaml"]
 KINDS = ("receivers", "processors", "exporters", "connectors", "extensions")
@@ -29,7 +30,8 @@ def contrib() -> dict[str, Any]:
 
 
 def config(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = load_yaml(ROOT / "collector" / name)
+    """The config with the values the compose stack gives it (``${env:...:-default}`` -> default)."""
+    data: dict[str, Any] = as_deployed(load_yaml(ROOT / "collector" / name))
     return data
 
 
@@ -133,19 +135,20 @@ def test_spanmetrics_dimensions_and_units(name: str) -> None:
     # dashboard depend on both.
     assert spanmetrics["namespace"] == "traces.span.metrics"
     assert spanmetrics["histogram"]["unit"] == "s"
-    assert spanmetrics["exemplars"]["enabled"] is True
+    # Exemplars link a point to its trace: right when every trace is stored (single collector),
+    # off behind tail sampling, where most of them would point to dropped traces.
+    assert spanmetrics["exemplars"]["enabled"] is (name == "otelcol.yaml")
 
 
 @pytest.mark.parametrize("name", ["otelcol.yaml", "gateway.yaml"])
 def test_exporters_jaeger_prometheus_file(name: str) -> None:
     exporters = config(name)["exporters"]
-    assert (
-        exporters["otlp/jaeger"]["endpoint"].endswith("jaeger:4317}")
-        or exporters["otlp/jaeger"]["endpoint"] == "jaeger:4317"
-    )
+    assert exporters["otlp/jaeger"]["endpoint"] == "jaeger:4317"
     prom = exporters["prometheus"]
     assert prom["endpoint"].endswith(":8889")
-    assert prom["enable_open_metrics"] is True, "exemplars are only exposed in OpenMetrics format"
+    # Exemplars are only exposed in OpenMetrics format: on for the single collector, off for the
+    # tail-sampling gateway (see test_spanmetrics_dimensions_and_units).
+    assert prom["enable_open_metrics"] is (name == "otelcol.yaml")
     # The Prometheus names in prom_names.py assume the default translation.
     assert "namespace" not in prom
     assert prom.get("add_metric_suffixes", True) is True
@@ -157,6 +160,20 @@ def test_exporters_jaeger_prometheus_file(name: str) -> None:
     for exp in files.values():
         assert exp["path"].startswith("/otlp-out/"), "file exporter must write into the mounted folder"
         assert exp.get("format", "json") == "json"
+        # The exporter's default truncates the file at every collector start.
+        assert exp.get("append") is True
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_own_telemetry_reader_keeps_the_documented_metric_names(name: str) -> None:
+    """Declaring a reader replaces the collector's default, whose without_* settings keep the
+    documented names (otelcol_receiver_accepted_spans without _total): they must be repeated."""
+    readers = config(name)["service"]["telemetry"]["metrics"]["readers"]
+    for reader in readers:
+        prom = reader["pull"]["exporter"]["prometheus"]
+        assert prom["without_type_suffix"] is True
+        assert prom["without_units"] is True
+        assert prom["without_scope_info"] is True
 
 
 def test_single_collector_sends_traces_to_all_four_destinations() -> None:
@@ -182,6 +199,12 @@ def test_gateway_tail_sampling_keeps_slow_and_failed_llm_traces() -> None:
         if "spanmetrics" in pipe.get("exporters", []):
             assert "tail_sampling" not in pipe.get("processors", []), pid
     assert any("tail_sampling" in p.get("processors", []) for p in pipes.values())
+    # The file exporter (input of `openai-latency report`) gets every span too: percentiles from
+    # the sampled traces would be biased to the slow and failed calls the sampler keeps.
+    for pid, pipe in pipes.items():
+        if "file/traces" in pipe.get("exporters", []):
+            assert "tail_sampling" not in pipe.get("processors", []), pid
+    assert "file/traces" in pipes["traces/all"]["exporters"]
     policies = cfg["processors"]["tail_sampling"]["policies"]
     conditions = " ".join(
         cond for p in policies if p["type"] == "ottl_condition" for cond in p["ottl_condition"]["span"]
@@ -193,10 +216,22 @@ def test_gateway_tail_sampling_keeps_slow_and_failed_llm_traces() -> None:
     assert cfg["processors"]["tail_sampling"]["decision_wait"]
 
 
-def test_component_list_is_the_pinned_collector_version() -> None:
+def built_collector_version() -> str:
+    """The collector release of stack/otelcol/go.mod (what `make stack-test` builds and runs)."""
+    gomod = (ROOT / "stack" / "otelcol" / "go.mod").read_text()
+    found = re.search(r"^\s*go\.opentelemetry\.io/collector/otelcol v(\S+)$", gomod, re.MULTILINE)
+    assert found, "stack/otelcol/go.mod requires no go.opentelemetry.io/collector/otelcol"
+    return found.group(1)
+
+
+def test_images_are_the_collector_release_built_and_tested() -> None:
     compose: dict[str, Any] = load_yaml(ROOT / "docker-compose.yml")
     image = compose["services"]["collector"]["image"]
-    assert image == f"otel/opentelemetry-collector-contrib:{contrib()['version']}"
+    assert image == f"otel/opentelemetry-collector-contrib:{built_collector_version()}"
+    # Every contrib module of the distribution is at that one release.
+    gomod = (ROOT / "stack" / "otelcol" / "go.mod").read_text()
+    contrib_modules = re.findall(r"collector-contrib/\S+ (v\S+)", gomod)
+    assert contrib_modules and set(contrib_modules) == {f"v{built_collector_version()}"}
     override: dict[str, Any] = load_yaml(ROOT / "deploy" / "compose.scale-out.yml")
     assert override["services"]["otel-gateway"]["image"] == image
 

@@ -16,7 +16,7 @@ OVERRIDE = "deploy/compose.scale-out.yml"
 # collector-ready probes the collector's health_check extension instead.
 NO_IN_CONTAINER_PROBE = {"collector", "otel-gateway"}
 # One-shot or client-only services.
-NOT_SERVERS = {"collector-ready", "loadgen"}
+NOT_SERVERS = {"collector-ready", "otlp-out-init", "loadgen"}
 
 
 def compose(*files: str) -> subprocess.CompletedProcess[str]:
@@ -73,7 +73,7 @@ def test_health_checks_and_depends_on_conditions() -> None:
             cond = spec["condition"]
             if "healthcheck" in svcs[dep]:
                 assert cond == "service_healthy", f"{name} -> {dep}: {cond}"
-            elif dep == "collector-ready":
+            elif dep in ("collector-ready", "otlp-out-init"):
                 assert cond == "service_completed_successfully", f"{name} -> {dep}: {cond}"
     # Whatever sends telemetry waits until the collector answers on its health_check port.
     assert "collector-ready" in svcs["example"]["depends_on"]
@@ -124,3 +124,22 @@ def test_example_runs_under_opentelemetry_instrument_against_the_fake_server() -
 def test_prometheus_runs_with_exemplar_storage() -> None:
     cmd = services()["prometheus"]["command"]
     assert "--enable-feature=exemplar-storage" in cmd
+
+
+def test_output_folder_belongs_to_the_collector_user_before_it_starts() -> None:
+    """With STACK_UID/STACK_GID, a collector running as that user needs ./out/otlp to be its own;
+    Docker would create a missing bind-mount source as root (the collector then crash-loops)."""
+    svcs = services()
+    init = svcs["otlp-out-init"]
+    assert init["user"] == "0:0"
+    assert "./out/otlp:/otlp-out" in init["volumes"]
+    assert "chown ${STACK_UID:-0}:${STACK_GID:-0} /otlp-out" in " ".join(init["command"])
+    for path, name in (("docker-compose.yml", "collector"), (OVERRIDE, "otel-gateway")):
+        svc = services(path)[name]
+        assert svc["depends_on"]["otlp-out-init"]["condition"] == "service_completed_successfully"
+
+
+def test_jaeger_runs_the_project_config() -> None:
+    jaeger = services()["jaeger"]
+    assert jaeger["command"] == ["--config=/etc/jaeger/config.yaml"]
+    assert "./deploy/jaeger/config.yaml:/etc/jaeger/config.yaml:ro" in jaeger["volumes"]

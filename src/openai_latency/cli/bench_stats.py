@@ -19,12 +19,13 @@ Definitions (the benchmark tools disagree; ours say what they are):
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .bench_config import Slo
-from .report_stats import Call, Dist, GroupStats, PhaseStats, summarize
+from .report_stats import Call, Dist, GroupStats, summarize
 from .triage import Bucket, triage
 
 
@@ -51,6 +52,9 @@ class TargetStats:
     cache_miss_ttft: Dist | None
     chunk_gaps: Dist | None
     triage: dict[str, Bucket]
+    #: Per phase, the median over all calls (0 for a call without it): what ``differs_most`` compares.
+    phase_medians: dict[str, float]
+    http_medians: dict[str, float]
 
     @property
     def label(self) -> str:
@@ -131,12 +135,23 @@ def _stats(
         cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
         chunk_gaps=Dist.of(gaps),
         triage=triage(calls, group.slow.threshold, client_timeout),
+        phase_medians=_medians(calls, "phases"),
+        http_medians=_medians(calls, "http"),
     )
 
 
 def _meets(call: Call, slo: Slo) -> bool:
-    values = {"ttft": call.ttft, "ttfc": call.ttfc, "tpot": call.tpot, "e2e": call.duration}
-    return all(values[name] is None or values[name] <= bound for name, bound in slo.bounds.items())  # type: ignore[operator]
+    values: dict[str, float | None] = {
+        "ttft": call.ttft,
+        "ttfc": call.ttfc,
+        "tpot": call.tpot,
+        "e2e": call.duration,
+    }
+    for name, bound in slo.bounds.items():
+        value = values[name]
+        if value is not None and value > bound:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,7 @@ class Difference:
         ratio = f", x{high / low:.1f}" if low > 0 else ""
         text = (
             f"The phase that differs most between targets: {self.phase}"
-            f" (p50 {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
+            f" (median per call {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
         )
         if self.inner is not None:
             name, inner_high, inner_low = self.inner
@@ -162,8 +177,8 @@ class Difference:
     def as_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase,
-            "fastest": {"target": self.low[0], "p50": self.low[1]},
-            "slowest": {"target": self.high[0], "p50": self.high[1]},
+            "fastest": {"target": self.low[0], "median_per_call": self.low[1]},
+            "slowest": {"target": self.high[0], "median_per_call": self.high[1]},
             "inner_http_phase": self.inner[0] if self.inner else None,
         }
 
@@ -173,30 +188,31 @@ def _ms(seconds: float) -> str:
 
 
 def differs_most(stats: Sequence[TargetStats]) -> Difference | None:
-    """The phase whose p50 is farthest apart between the fastest and the slowest target for it."""
+    """The phase whose per-call median is farthest apart between the targets.
+
+    The median is over all the target's calls, a call without the phase counting 0 (so a phase
+    that few calls have, like ``retry_backoff``, does not win on the few that had it)."""
     if len(stats) < 2:
         return None
     best: Difference | None = None
-    best_gap = -1.0
+    best_gap = 0.0
     for name in _names(stats, "phases"):
-        values = [(s.label, _p50(s.group.phases, name)) for s in stats]
+        values = [(s.label, s.phase_medians.get(name, 0.0)) for s in stats]
         low, high = min(values, key=lambda v: v[1]), max(values, key=lambda v: v[1])
         if high[1] - low[1] > best_gap:
             best_gap = high[1] - low[1]
             best = Difference(name, low, high, None)
-    if best is None or best_gap <= 0:
-        return None
-    if best.phase == "network_wait":
-        by_label = {s.label: s for s in stats}
-        fast, slow = by_label[best.low[0]], by_label[best.high[0]]
-        inner = [
-            (name, _p50(slow.group.http, name), _p50(fast.group.http, name))
-            for name in _names([fast, slow], "http")
-        ]
-        if inner:
-            top = max(inner, key=lambda item: item[1] - item[2])
-            best = Difference(best.phase, best.low, best.high, top)
-    return best
+    if best is None or best.phase != "network_wait":
+        return best
+    by_label = {s.label: s for s in stats}
+    fast, slow = by_label[best.low[0]], by_label[best.high[0]]
+    inner = [
+        (name, slow.http_medians.get(name, 0.0), fast.http_medians.get(name, 0.0))
+        for name in _names([fast, slow], "http")
+    ]
+    if not inner:
+        return best
+    return Difference(best.phase, best.low, best.high, max(inner, key=lambda item: item[1] - item[2]))
 
 
 def _names(stats: Sequence[TargetStats], attribute: str) -> list[str]:
@@ -206,8 +222,9 @@ def _names(stats: Sequence[TargetStats], attribute: str) -> list[str]:
     return names
 
 
-def _p50(phases: list[PhaseStats], name: str) -> float:
-    for phase in phases:
-        if phase.name == name:
-            return phase.dist.p50
-    return 0.0
+def _medians(calls: Sequence[Call], attribute: str) -> dict[str, float]:
+    """Per phase: the median over all calls of the time the call spent in it (0 without it)."""
+    names = {name for call in calls for name in getattr(call, attribute)}
+    return {
+        name: statistics.median(getattr(call, attribute).get(name, 0.0) for call in calls) for name in names
+    }

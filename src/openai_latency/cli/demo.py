@@ -62,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(
             "openai-latency demo: two local OpenAI-compatible endpoints (fake servers on 127.0.0.1),\n"
-            f"  slow-first-token  {first.base_url}  ~30 ms to headers, ~260 ms to the first token, a 401 now and then\n"
-            f"  slow-network      {net.base_url}  ~190 ms to headers, a 429 every 5th request, one that hangs\n"
+            f"  slow-first-token  {first.base_url}  ~30 ms to headers, ~260 ms to the first token,"
+            " a 401 now and then\n"
+            f"  slow-network      {net.base_url}  ~190 ms to headers, a 429 every 5th request,"
+            " one that hangs\n"
             f"benchmarked side by side: {REQUESTS} streamed requests each, 4 in flight, client timeout"
             f" {TIMEOUT_S:g} s, interleaved.\n",
             flush=True,

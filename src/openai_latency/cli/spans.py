@@ -39,15 +39,12 @@ def from_readable(span: ReadableSpan) -> Span:
 
 
 def write_otlp_json(path: str, spans: Sequence[ReadableSpan]) -> None:
-    """Append the spans to ``path`` with the OpenTelemetry OTLP JSON file exporter, in batches."""
-    try:
-        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-        from opentelemetry.sdk.trace.export import SpanExportResult
-    except ImportError:
-        raise UsageError(
-            "--out needs opentelemetry-exporter-otlp-json-file: pip install 'openai-latency[cli]'"
-        ) from None
-    exporter = FileSpanExporter(path)
+    """Append the spans to ``path`` as OTLP JSON lines (the project's file exporter), in batches."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from ..file_exporter import FileSpanExporter
+
+    exporter = FileSpanExporter(path.replace("%", "%%"))  # the exporter's path is a strftime pattern
     try:
         for start in range(0, len(spans), BATCH):
             if exporter.export(spans[start : start + BATCH]) is not SpanExportResult.SUCCESS:

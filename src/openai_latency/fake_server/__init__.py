@@ -14,6 +14,7 @@ target::
 See :mod:`openai_latency.fake_server.script` for the script keys.
 """
 
+from .payloads import Canned
 from .records import RequestRecord
 from .script import DEFAULT_RATE_LIMITS, ERRORS, SCRIPT_KEYS, ScriptError
 from .server import FakeServer, SpawnedServer
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_RATE_LIMITS",
     "ERRORS",
     "SCRIPT_KEYS",
+    "Canned",
     "FakeServer",
     "RequestRecord",
     "ScriptError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import json
@@ -99,6 +100,8 @@ class FakeApp:
         self._request_numbers = itertools.count(1)  # for ``every``
         self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
         self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
+        self.canned: collections.deque[payloads.Canned] = collections.deque()
+        """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -145,6 +148,8 @@ class FakeApp:
             self.log.finish(record, outcome, time.perf_counter_ns())
 
     async def _respond(self, conn: ResponseWriter, req: Request, record: RequestRecord) -> Outcome:
+        if self.canned:
+            return await self._send_canned(conn, record, self.canned.popleft())
         raw_defaults, script = self._defaults
         try:
             if req.script:
@@ -192,6 +197,8 @@ class FakeApp:
             else:
                 plan = payloads.responses_stream(out)
             return await self._send_stream(conn, req, record, script, status, plan)
+        if script.corrupt is not None:
+            return await self._send_corrupt(conn, record, script, script.corrupt, out)
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
         result: JSON
         if endpoint == "chat":
@@ -256,7 +263,7 @@ class FakeApp:
             spec = error_for_status(script.status)
         retry_headers = False
         if spec is None and record.attempt < script.fail_attempts:
-            spec, retry_headers = error_for_status(script.fail_status), True
+            spec, retry_headers = script.fail_error or error_for_status(script.fail_status), True
         if spec is None:
             return None
         extra: list[tuple[str, str]] = []
@@ -326,6 +333,47 @@ class FakeApp:
         record.events.append(("body", time.perf_counter_ns()))
         return done
 
+    async def _send_canned(
+        self, conn: ResponseWriter, record: RequestRecord, canned: payloads.Canned
+    ) -> Outcome:
+        record.status = canned.status
+        head = [("content-type", canned.content_type), ("x-request-id", record.request_id)]
+        if not canned.stream:
+            body = b"".join(canned.pieces)
+            sent = await conn.send_head(canned.status, head, len(body), body)
+            record.headers_sent_ns = time.perf_counter_ns()
+            return "ok" if sent else "client_closed"
+        sent = await conn.send_head(canned.status, head, None)
+        record.headers_sent_ns = time.perf_counter_ns()
+        for index, piece in enumerate(canned.pieces):
+            if not sent or not await conn.send_body(piece, end=index == len(canned.pieces) - 1):
+                return "client_closed"
+        if not canned.pieces and sent:
+            await conn.send_body(b"", end=True)
+        return "ok"
+
+    async def _send_corrupt(
+        self, conn: ResponseWriter, record: RequestRecord, script: Script, corrupt: str, out: payloads.Output
+    ) -> Outcome:
+        """A 200 whose body is broken the ``corrupt`` way (non-stream)."""
+        good = payloads.dumps(payloads.chat_json(out, 1)).encode()
+        payload = payloads.dumps(payloads.WRONG_SHAPE).encode() if corrupt == "wrong-shape" else good
+        if corrupt == "invalid-json":
+            payload = good[: len(good) // 2]
+        record.status = 200
+        head = self._head(record, script, _JSON_TYPE, False)
+        if corrupt != "truncated":
+            sent = await conn.send_head(200, head, len(payload), payload)
+            record.headers_sent_ns = time.perf_counter_ns()
+            return "ok" if sent else "client_closed"
+        sent = await conn.send_head(200, head, len(payload))
+        record.headers_sent_ns = time.perf_counter_ns()
+        if not sent or not await conn.send_body(payload[: len(payload) // 2]):
+            return "client_closed"
+        conn.abort()
+        record.events.append(("disconnect", time.perf_counter_ns()))
+        return "disconnected"
+
     async def _send_stream(
         self,
         conn: ResponseWriter,
@@ -366,6 +414,8 @@ class FakeApp:
         cut, fault = min(faults) if faults else (-1, "")
         rng = random.Random(script.seed) if script.jitter > 0 else None
         content = plan.content
+        if script.corrupt == "wrong-shape" and content:
+            content = [(content[0][0], payloads.sse(payloads.dumps(payloads.WRONG_SHAPE))), *content[1:]]
         for i in range(len(content) + 1):
             pause = script.stall if script.stall_after == i else 0.0
             if i < len(content):

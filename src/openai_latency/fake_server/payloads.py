@@ -11,7 +11,7 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
@@ -24,9 +24,23 @@ Event = tuple[str, bytes]  # (record kind, SSE text)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 DONE: Final[Event] = ("done", b"data: [DONE]\n\n")
 MALFORMED: Final = b"data: {not json\n\n"
+#: Valid JSON where a response or chunk should be, with fields of the wrong types (``corrupt``).
+WRONG_SHAPE: Final = {"id": 7, "object": ["x"], "model": None, "choices": "none", "usage": "lots"}
 STREAM_ERROR_MESSAGE: Final = "The server had an error while processing your request. Sorry about that!"
 MODELS: Final = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "o4-mini", "text-embedding-3-small")
 CREATED: Final = 1_700_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Canned:
+    """A response written exactly as given to the next request, whatever it asks (fuzzing: shapes no
+    script produces). ``pieces`` are sent one write each: as a chunked body when ``stream``, else
+    joined under one Content-Length."""
+
+    pieces: Sequence[bytes]
+    status: int = 200
+    content_type: str = "application/json"
+    stream: bool = False
 
 
 def dumps(value: object) -> str:

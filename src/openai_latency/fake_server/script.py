@@ -14,6 +14,7 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``body-delay-ms``           non-stream: headers first, the body this much later
 ``fail-attempts``           attempts whose ``x-stainless-retry-count`` < N fail with ``fail-status``
 ``fail-status``             status of those failures (default 429; body shaped for the status)
+``fail-error``              those failures send this named error instead (see ``error``)
 ``retry-after-ms``,         header values sent on failures (verbatim)
 ``retry-after``,
 ``should-retry``            (``x-should-retry``)
@@ -25,6 +26,10 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``disconnect-after``        stream: abort the socket after N content chunks (no ``[DONE]``);
                             non-stream: abort right after the headers
 ``malformed-after``         stream: then ``data: {not json`` and the end of the body
+``corrupt``                 ``invalid-json`` (non-stream: a 200 whose JSON body is cut in half),
+                            ``truncated`` (non-stream: Content-Length of the whole body, half of it
+                            sent, then the connection dropped), ``wrong-shape`` (valid JSON of the
+                            wrong shape: the non-stream body, or a stream's first content chunk)
 ``stream-error-after``      stream: then an in-stream error (chat/completions ``{"error": ...}``,
                             Responses an ``error`` event) and the end of the body
 ``processing-ms``           ``openai-processing-ms`` value (default: ms spent before the headers)
@@ -56,6 +61,7 @@ HEADER_PREFIX: Final = "x-fake-"
 
 UsageMode = Literal["auto", "always", "never"]
 ResponseStatus = Literal["completed", "failed", "incomplete"]
+Corruption = Literal["invalid-json", "truncated", "wrong-shape"]
 
 #: Rate-limit headers sent on every response, by script key (the header is ``x-<key>``).
 DEFAULT_RATE_LIMITS: Final[Mapping[str, str]] = {
@@ -178,6 +184,7 @@ class Script:
     body_delay: float = 0.0
     fail_attempts: int = 0
     fail_status: int = 429
+    fail_error: ErrorSpec | None = None
     retry_after_ms: str | None = None
     retry_after: str | None = None
     should_retry: str | None = None
@@ -186,6 +193,7 @@ class Script:
     disconnect_after: int | None = None
     malformed_after: int | None = None
     stream_error_after: int | None = None
+    corrupt: Corruption | None = None
     processing_ms: str | None = None
     usage: UsageMode = "auto"
     finish_reason: str | None = None
@@ -278,6 +286,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "body-delay-ms": ("body_delay", _ms),
     "fail-attempts": ("fail_attempts", _count),
     "fail-status": ("fail_status", _status),
+    "fail-error": ("fail_error", _error),
     "retry-after-ms": ("retry_after_ms", None),
     "retry-after": ("retry_after", None),
     "should-retry": ("should_retry", None),
@@ -286,6 +295,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "disconnect-after": ("disconnect_after", _count),
     "malformed-after": ("malformed_after", _count),
     "stream-error-after": ("stream_error_after", _count),
+    "corrupt": ("corrupt", lambda k, v: _choice(k, v, ("invalid-json", "truncated", "wrong-shape"))),
     "processing-ms": ("processing_ms", None),
     "usage": ("usage", lambda k, v: _choice(k, v, ("auto", "always", "never"))),
     "finish-reason": ("finish_reason", None),

@@ -21,12 +21,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .app import HTTP2_AVAILABLE, FakeApp
+from .payloads import Canned
 from .records import RecordLog, RequestRecord
 from .script import normalize_defaults
 
 #: How long ``records()``/``record()``/``last_record()`` wait, by default, for requests in flight to finish
 #: (the client can see the last byte a moment before the server has logged it).
 DEFAULT_WAIT = 1.0
+
+
+LISTEN_BACKLOG = 1024
+"""Connections waiting to be accepted: a burst of hundreds of new connections (one per concurrent
+stream) must not overflow the queue, or the kernel drops SYNs and clients see connect timeouts."""
 
 
 class FakeServer:
@@ -83,7 +89,12 @@ class FakeServer:
             try:
                 self._server = loop.run_until_complete(
                     loop.create_server(
-                        self._app.protocol, self.host, self._requested_port, ssl=self._ssl, reuse_address=True
+                        self._app.protocol,
+                        self.host,
+                        self._requested_port,
+                        ssl=self._ssl,
+                        reuse_address=True,
+                        backlog=LISTEN_BACKLOG,
                     )
                 )
                 self._port = self._server.sockets[0].getsockname()[1]
@@ -162,6 +173,10 @@ class FakeServer:
     def clear(self) -> None:
         """Forget every record (connection ids keep counting)."""
         self._log.clear()
+
+    def enqueue(self, canned: Canned) -> None:
+        """The next request gets ``canned`` as it is, whatever it asks (in-process servers only)."""
+        self._app.canned.append(canned)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
         """Replace the server-wide script defaults (applies to requests that arrive afterwards)."""

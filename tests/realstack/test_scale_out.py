@@ -1,0 +1,290 @@
+"""The scale-out topology of deploy/compose.scale-out.yml for real: the app sends to an AGENT
+(collector/agent.yaml) whose loadbalancing exporter routes by trace id to TWO GATEWAYS
+(collector/gateway.yaml) that compute spanmetrics and write every span to their files, then
+tail-sample into Jaeger; Prometheus scrapes both gateways (deploy/prometheus/prometheus.scale-out.yml).
+
+On loopback both gateways listen on 127.0.0.1 with different ports, which the agent's DNS resolver
+cannot express (one name, one port): the agent is started with its resolver replaced by the static
+one listing the two gateways (`--set`), the only change to the shipped config. The routing (by
+trace id, over the same consistent-hash ring) is the exporter's own either way.
+
+Ground truth is the gateways' files (every span, before sampling); what was kept is what Jaeger
+holds. The gateway config's own decision_wait (60 s) is kept, so this module waits that long.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import load, otlpfile
+from .apis import JaegerApi, PrometheusApi, Trace
+from .components import (
+    Binaries,
+    Collector,
+    start_backend,
+    start_collector,
+    start_fake_llm,
+    start_jaeger,
+    start_prometheus,
+)
+from .procs import ROOT, Stack, wait_until
+from .test_single_collector import SERVICE, report_json
+
+N_FAST = 150
+BASELINE = 0.10  # gateway.yaml: probabilistic sampling_percentage 10
+SLOW_S = 8.0  # gateway.yaml: slow-llm-operation
+TTFT_S = 2.0  # gateway.yaml: slow-first-token
+DECISION_WAIT_S = 60  # gateway.yaml: decision_wait
+
+JOBS = (
+    [load.scenario("slow", "o3-mini", False, delay_ms="8500")] * 2
+    + [load.scenario("slow-first-token", "gpt-4o", True, ttft_ms="2300", chunks="5")] * 3
+    + [load.scenario("failed", "gpt-does-not-exist", False, error="model_not_found")] * 4
+    + [
+        load.scenario(
+            "retried", "gpt-4o-mini", False, fail_attempts="1", fail_status="429", retry_after_ms="100"
+        )
+    ]
+    * 4
+    + [load.scenario("fast", "gpt-4o-mini", False, delay_ms="5")] * N_FAST
+)
+
+
+@dataclass
+class ScaleOut:
+    gateways: list[Collector]
+    agent: Collector
+    jaeger: JaegerApi
+    prometheus: PrometheusApi
+    outcomes: Counter[tuple[str, str]]
+    started_at: float
+    files: dict[str, list[otlpfile.FileSpan]] = field(default_factory=dict)  # trace id -> spans
+    kept: dict[str, Trace] = field(default_factory=dict)  # trace id -> what Jaeger holds
+
+    def ask_traces(self) -> dict[str, list[otlpfile.FileSpan]]:
+        return {
+            tid: spans
+            for tid, spans in self.files.items()
+            if any(s.name == "GET /ask" for s in spans)
+            and any("gen_ai.operation.name" in s.attributes for s in spans)
+        }
+
+
+def kind(spans: list[otlpfile.FileSpan]) -> str:
+    """Why tail sampling must keep the trace ('fast': only by the 10 % baseline)."""
+    (op,) = [s for s in spans if "gen_ai.operation.name" in s.attributes]
+    if op.status_code == otlpfile.STATUS_ERROR:
+        return "failed"
+    if op.duration_ns > SLOW_S * 1e9:
+        return "slow"
+    if op.attributes.get("openai_latency.time_to_first_token", 0) > TTFT_S:
+        return "slow-first-token"
+    if op.attributes.get("http.request.resend_count", 0) > 0:
+        return "retried"
+    return "fast"
+
+
+def collector_metric(collector: Collector, name: str) -> float:
+    """Sum of one metric on a collector's own telemetry endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{collector.telemetry}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.split("{", 1)[0].split(" ")[0] == name)
+
+
+def policy_decisions(gateways: list[Collector]) -> dict[str, int]:
+    """'policy decision' -> traces, summed over the gateways (read from them, not from a scrape)."""
+    out: Counter[str] = Counter()
+    name = "otelcol_processor_tail_sampling_count_traces_sampled"
+    for gateway in gateways:
+        with urllib.request.urlopen(f"http://127.0.0.1:{gateway.telemetry}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + "{"):
+                    labels = dict(
+                        item.split("=", 1) for item in line[len(name) + 1 : line.index("}")].split(",")
+                    )
+                    key = f"{labels['policy'].strip(chr(34))} {labels['decision'].strip(chr(34))}"
+                    out[key] += int(float(line.rsplit(" ", 1)[1]))
+    return dict(sorted(out.items()))
+
+
+def undecided(gateway: Collector) -> float:
+    received = collector_metric(gateway, "otelcol_processor_tail_sampling_new_trace_id_received")
+    decided = collector_metric(gateway, "otelcol_processor_tail_sampling_global_count_traces_sampled")
+    return received - decided
+
+
+@pytest.fixture(scope="module")
+def scale_out(binaries: Binaries, module_dir: Path) -> Iterator[ScaleOut]:
+    out = module_dir / "otlp"
+    with Stack(module_dir) as stack:
+        jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
+        gateways = [
+            start_collector(
+                stack,
+                name,
+                binaries.otelcol,
+                ROOT / "collector" / "gateway.yaml",
+                out,
+                jaeger.otlp_target,
+                extra_env={"HOSTNAME": name},
+            )
+            for name in ("gateway-1", "gateway-2")
+        ]
+        hostnames = ",".join(f"127.0.0.1:{g.otlp_grpc}" for g in gateways)
+        agent = start_collector(
+            stack,
+            "agent",
+            binaries.otelcol,
+            ROOT / "collector" / "agent.yaml",
+            module_dir / "agent-out",
+            extra_env={"OTEL_GATEWAY_HOST": "127.0.0.1", "OTEL_GATEWAY_PORT": str(gateways[0].otlp_grpc)},
+            sets=(
+                "exporters::loadbalancing::resolver::dns=null",
+                f"exporters::loadbalancing::resolver::static::hostnames=[{hostnames}]",
+            ),
+        )
+        prom = start_prometheus(
+            stack,
+            "prometheus",
+            binaries.prometheus,
+            ROOT / "deploy" / "prometheus" / "prometheus.scale-out.yml",
+            {
+                "otel-gateway": [f"127.0.0.1:{g.prometheus}" for g in gateways],
+                "otel-collector-internal": [f"127.0.0.1:{c.telemetry}" for c in (*gateways, agent)],
+                "prometheus": ["$SELF"],
+            },
+            module_dir / "prometheus",
+        )
+        _, llm_url = start_fake_llm(stack, "fake-llm")
+        backend = start_backend(stack, "example", agent.otlp_endpoint, llm_url)
+        started = time.time()
+        outcomes = load.run(backend.url, list(JOBS), concurrency=10)
+        (module_dir / "load.json").write_text(json.dumps([[*k, v] for k, v in outcomes.items()]))
+        run = ScaleOut(gateways, agent, JaegerApi(jaeger.url), PrometheusApi(prom.url), outcomes, started)
+
+        def everything_in_the_files() -> bool:
+            run.files = otlpfile.by_trace(otlpfile.read(sorted(out.glob("traces-*.jsonl"))))
+            return len(run.ask_traces()) >= len(JOBS)
+
+        wait_until(everything_in_the_files, timeout=30, what=f"{len(JOBS)} traces in the gateways' files")
+        # Tail sampling decides decision_wait after a trace's first span; then batch (1 s) -> Jaeger.
+        time.sleep(max(0.0, started + DECISION_WAIT_S - time.time()))
+        wait_until(
+            lambda: all(undecided(g) == 0 for g in gateways),
+            timeout=120,
+            interval=2,
+            what="every trace decided by both gateways' tail sampling",
+        )
+        decided_after = time.time() - started
+
+        def jaeger_settled() -> bool:
+            before = len(run.kept)
+            run.kept = {t.trace_id: t for t in run.jaeger.traces(SERVICE, "GET /ask")}
+            return before == len(run.kept) > 0
+
+        wait_until(jaeger_settled, timeout=40, interval=3, what="Jaeger's trace count settles")
+        decisions = policy_decisions(gateways)
+        (module_dir / "decisions.json").write_text(json.dumps(decisions, indent=1))
+        print(
+            f"tail sampling: all decided {decided_after:.0f}s, Jaeger settled {time.time() - started:.0f}s"
+            f" after the load started; decisions {decisions}"
+        )
+        yield run
+
+
+def test_every_call_reached_exactly_one_gateway(scale_out: ScaleOut) -> None:
+    assert scale_out.outcomes[("fast", "200")] == N_FAST
+    traces = scale_out.ask_traces()
+    assert len(traces) == len(JOBS)
+    per_gateway: Counter[str] = Counter()
+    for tid, spans in traces.items():
+        files = {s.file for s in spans}
+        assert len(files) == 1, f"trace {tid} was split over {files}"
+        per_gateway[files.pop()] += 1
+    print(f"traces per gateway: {dict(per_gateway)}")
+    assert len(per_gateway) == 2 and min(per_gateway.values()) >= len(JOBS) // 5
+
+
+def test_kept_traces_are_complete(scale_out: ScaleOut) -> None:
+    files = scale_out.ask_traces()
+    assert scale_out.kept
+    several_batches = 0
+    for tid, trace in scale_out.kept.items():
+        assert tid in files, f"Jaeger holds {tid}, which no gateway received"
+        expected = {s.span_id for s in files[tid]}
+        assert {s.span_id for s in trace.spans} == expected, f"trace {tid} is incomplete in Jaeger"
+        several_batches += len({s.line for s in files[tid]}) > 1
+    spans = sum(len(t.spans) for t in scale_out.kept.values())
+    print(
+        f"kept: {len(scale_out.kept)} traces, {spans} spans, all complete;"
+        f" {several_batches} of them arrived in several batches"
+    )
+    assert several_batches > 0
+
+
+def test_failed_slow_and_retried_traces_are_all_kept(scale_out: ScaleOut) -> None:
+    kinds = {tid: kind(spans) for tid, spans in scale_out.ask_traces().items()}
+    sent = Counter(kinds.values())
+    assert sent == Counter({"fast": N_FAST, "slow": 2, "slow-first-token": 3, "failed": 4, "retried": 4})
+    must = [tid for tid, k in kinds.items() if k != "fast"]
+    dropped = [(tid, kinds[tid]) for tid in must if tid not in scale_out.kept]
+    print(f"must keep: {len(must)} ({dict(sent - Counter({'fast': N_FAST}))}), dropped: {dropped}")
+    assert not dropped
+
+
+def test_fast_traces_are_sampled_at_the_baseline_rate(scale_out: ScaleOut) -> None:
+    fast = [tid for tid, spans in scale_out.ask_traces().items() if kind(spans) == "fast"]
+    kept = sum(tid in scale_out.kept for tid in fast)
+    # Trace ids are random: kept ~ Binomial(n, 0.10). 4.5 standard deviations: a false failure
+    # about once in 150 000 runs.
+    mean = len(fast) * BASELINE
+    sd = math.sqrt(len(fast) * BASELINE * (1 - BASELINE))
+    print(
+        f"fast successful traces: {len(fast)}, kept {kept} ({kept / len(fast):.1%}; expected {BASELINE:.0%})"
+    )
+    assert mean - 4.5 * sd <= kept <= mean + 4.5 * sd
+
+
+def test_report_reads_every_call_from_the_gateway_files(scale_out: ScaleOut) -> None:
+    paths = sorted(scale_out.gateways[0].out_dir.glob("traces-*.jsonl"))
+    report = report_json(*paths)
+    # All calls, not only the sampled ones: the files are written before tail sampling.
+    assert report["input"]["operation_spans"] == len(JOBS)
+    print(f"report on {len(paths)} gateway files: {len(JOBS)} calls; Jaeger keeps {len(scale_out.kept)}")
+
+
+def test_both_gateways_spanmetrics_stay_apart_and_add_up(scale_out: ScaleOut) -> None:
+    prom = scale_out.prometheus
+    expr = 'traces_span_metrics_calls_total{job="otel-gateway", span_name=~"chat .+"}'
+
+    def both_gateways_complete() -> bool:
+        total = sum(v for _, v in prom.values(f"sum({expr})"))
+        return total == len(JOBS)
+
+    wait_until(both_gateways_complete, timeout=45, interval=3, what="spanmetrics of both gateways scraped")
+    instances = {m["instance"] for m, _ in prom.values(f"sum by (instance) ({expr})")}
+    assert instances == {f"127.0.0.1:{g.prometheus}" for g in scale_out.gateways}
+    # The same series labels from both gateways: without honor_labels they stay two series.
+    per_series = prom.values(f"count by (span_name, status_code, exported_instance) ({expr})")
+    assert any(v == 2 for _, v in per_series), per_series
+    print(f"spanmetrics: chat calls summed over {len(instances)} gateway instances = {len(JOBS)}")
+
+
+def test_gateways_expose_no_exemplars(scale_out: ScaleOut) -> None:
+    """Exemplars are taken before sampling: the gateway config turns them off (see its header)."""
+    prom = scale_out.prometheus
+    for metric in (
+        "traces_span_metrics_duration_seconds_bucket",
+        "gen_ai_client_operation_duration_seconds_bucket",
+    ):
+        assert prom.values(f"count({metric})"), metric
+        assert prom.exemplars(metric, scale_out.started_at, time.time()) == []
