@@ -174,6 +174,9 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=512, help="spans per line (an export batch)")
     parser.add_argument("--file", type=Path, help="reuse or write the generated file here")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    parser.add_argument(
+        "--parsers", default=",".join(PARSERS), help=f"comma-separated: {', '.join(PARSERS)} (default: all)"
+    )
     args = parser.parse_args()
 
     path = args.file or Path(tempfile.gettempdir()) / f"openai-latency-report-{args.spans}.jsonl"
@@ -184,7 +187,8 @@ def main() -> int:
               f" in {time.perf_counter() - t0:.0f} s")  # fmt: skip
     else:
         print(f"reusing {path} ({path.stat().st_size / 1e6:,.0f} MB)")
-    parsers = [name for name in PARSERS if name == "json" or importlib.util.find_spec(name) is not None]
+    wanted = [name.strip() for name in args.parsers.split(",") if name.strip()]
+    parsers = [name for name in wanted if name == "json" or importlib.util.find_spec(name) is not None]
     base_kb = _run(path, "json", import_only=True)["maxrss_kb"]
     print(f"python {platform.python_version()}, {platform.machine()};"
           f" peak RSS after imports {base_kb / 1024:.0f} MiB")  # fmt: skip

@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import sys
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -39,7 +40,7 @@ from .report_stats import (
     summarize,
 )
 from .tree import format_duration
-from .triage import Bucket, triage, triage_lines
+from .triage import triage, triage_lines
 from .waterfall import waterfall_json, waterfall_lines
 
 DEFAULT_INPUT = "out/otlp"
@@ -169,7 +170,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         )
     by = list(_default_by(collected.calls)) if keys is None else keys
     groups = summarize(collected.calls, by, args.slow_threshold)
-    triaged = [_triage(group, collected.calls, args.client_timeout) for group in groups]
+    members = _members(collected.calls, by)
+    limit = args.client_timeout
+    triaged = [triage(members[tuple(group.key.values())], group.slow.threshold, limit) for group in groups]
     if args.format == "json":
         report = _json_report(stats, collected, by, groups, args.slow_threshold)
         for entry, buckets in zip(report["groups"], triaged, strict=True):
@@ -196,9 +199,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     return 0
 
 
-def _triage(group: GroupStats, calls: Sequence[Call], client_timeout: float | None) -> dict[str, Bucket]:
-    members = [call for call in calls if all(call.keys[k] == v for k, v in group.key.items())]
-    return triage(members, group.slow.threshold, client_timeout)
+def _members(calls: Sequence[Call], by: Sequence[str]) -> dict[tuple[str, ...], list[Call]]:
+    """The calls of each group (by its key values, in ``by`` order), in one pass."""
+    members: dict[tuple[str, ...], list[Call]] = defaultdict(list)
+    for call in calls:
+        members[tuple(call.keys[name] for name in by)].append(call)
+    return members
 
 
 def _width(out: TextIO) -> int:

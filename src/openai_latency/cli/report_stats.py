@@ -123,7 +123,7 @@ def ours(attributes: dict[str, Any]) -> bool:
 _OUR_PREFIXES = ("gen_ai.", "openai_latency.")
 
 
-_KEYS: dict[tuple[str, ...], dict[str, str]] = {}
+_KEYS: dict[tuple[Any, ...], dict[str, str]] = {}
 _NAMES: dict[str, str] = {}
 
 
@@ -131,57 +131,67 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
     """The call of an operation span from its own attributes; phases from its ``openai_latency.phase.*``
     attributes when ``attribute_phases`` (replaced by its phase spans when they are found)."""
     attributes = span.attributes
+    get = attributes.get
     phases: dict[str, float] = {}
     for key in attributes if attribute_phases else ():
         if key.startswith(PHASE_PREFIX):
             number = finite(attributes[key])
             if number is not None:
                 phases[key[_PREFIX_LENGTH:]] = number
-    address, port = attributes.get("server.address"), attributes.get("server.port")
-    endpoint = f"{address}:{port}" if address and port not in (None, "") else str(address or "-")
-    model = attributes.get("gen_ai.request.model") or attributes.get("gen_ai.response.model") or "-"
-    operation = attributes.get("gen_ai.operation.name") or span.name
-    error = attributes.get("error.type")
+    raw = (
+        get("server.address"),
+        get("server.port"),
+        get("gen_ai.request.model") or get("gen_ai.response.model"),
+        get("gen_ai.operation.name") or span.name,
+        get("gen_ai.provider.name"),
+        span.service,
+        get(BENCH_TARGET),
+        get(BENCH_LOAD),
+    )
+    try:
+        keys = _KEYS.get(raw)  # the same attribute values, the same keys: computed once
+        if keys is None:
+            keys = _KEYS.setdefault(raw, _keys(*raw))
+    except TypeError:  # an unhashable (array) value where a string belongs
+        keys = _keys(*raw)
+    error = get("error.type")
     if error is None and span.status_error:
         error = "_OTHER"
-    dominant = attributes.get("openai_latency.dominant_phase")
-    values = (
-        endpoint,
-        str(model),
-        str(operation),
-        str(attributes.get("gen_ai.provider.name") or "-"),
-        span.service or "-",
-        str(attributes.get(BENCH_TARGET) or "-"),
-        str(attributes.get(BENCH_LOAD) or "-"),
-    )
-    keys = _KEYS.get(values)
-    if keys is None:
-        keys = _KEYS.setdefault(values, dict(zip(GROUP_KEYS, values, strict=True)))
+    dominant = get("openai_latency.dominant_phase")
+    request_id = get("openai_latency.request_id")
     return Call(
         name=_NAMES.setdefault(span.name, span.name),
         keys=keys,
         duration=span.duration_s,
         phases=phases,
         http={},
-        error_type=None if error is None else str(error),
-        ttft=finite(attributes.get("openai_latency.time_to_first_token")),
-        tpot=finite(attributes.get("openai_latency.time_per_output_token")),
-        consumer_time=finite(attributes.get("openai_latency.stream.consumer_time")),
+        error_type=None if error is None else _shared(str(error)),
+        ttft=finite(get("openai_latency.time_to_first_token")),
+        tpot=finite(get("openai_latency.time_per_output_token")),
+        consumer_time=finite(get("openai_latency.stream.consumer_time")),
         dominant_attribute=_shared(dominant) if isinstance(dominant, str) else None,
         start_ns=span.start_ns,
         end_ns=span.end_ns,
         trace_id=span.trace_id,
-        request_id=_text(attributes.get("openai_latency.request_id")),
-        category=_shared(_text(attributes.get("openai_latency.error.category"))),
-        retry_reasons=_texts(attributes.get("openai_latency.retry.error_types")),
-        ttfc=finite(attributes.get("gen_ai.response.time_to_first_chunk")),
-        input_tokens=_int(attributes.get("gen_ai.usage.input_tokens")),
-        output_tokens=_int(attributes.get("gen_ai.usage.output_tokens")),
-        cached_tokens=_int(attributes.get("gen_ai.usage.cache_read.input_tokens")),
-        usage_estimated=attributes.get("openai_latency.usage.estimated") is True,
-        stream=attributes.get("gen_ai.request.stream") is True,
-        end_state=_shared(_text(attributes.get("openai_latency.stream.end_state"))),
+        request_id=request_id if request_id is None or request_id.__class__ is str else str(request_id),
+        category=_shared(_text(get("openai_latency.error.category"))),
+        retry_reasons=_texts(get("openai_latency.retry.error_types")),
+        ttfc=finite(get("gen_ai.response.time_to_first_chunk")),
+        input_tokens=_int(get("gen_ai.usage.input_tokens")),
+        output_tokens=_int(get("gen_ai.usage.output_tokens")),
+        cached_tokens=_int(get("gen_ai.usage.cache_read.input_tokens")),
+        usage_estimated=get("openai_latency.usage.estimated") is True,
+        stream=get("gen_ai.request.stream") is True,
+        end_state=_shared(_text(get("openai_latency.stream.end_state"))),
     )
+
+
+def _keys(
+    address: Any, port: Any, model: Any, operation: Any, provider: Any, service: Any, target: Any, load: Any
+) -> dict[str, str]:
+    endpoint = f"{address}:{port}" if address and port not in (None, "") else str(address or "-")
+    values = (endpoint, str(model or "-"), str(operation), str(provider or "-"), service or "-")
+    return dict(zip(GROUP_KEYS, (*values, str(target or "-"), str(load or "-")), strict=True))
 
 
 def _shared(text: str | None) -> str | None:
