@@ -65,6 +65,8 @@ async def test_retried_attempt_carries_the_providers_code(
     assert backoff["openai_latency.retry.reason"] == expected
     assert _retry_points(cap) == {expected: 1}
     assert "error.type" not in attrs(op)
+    # the operation says why each retry was taken (what triage calls "rate limited")
+    assert tuple(attrs(op)["openai_latency.retry.error_types"]) == (expected,)
 
 
 @pytest.mark.parametrize(("is_async", "stream"), CALL_STYLES, ids=STYLE_IDS)
