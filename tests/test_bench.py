@@ -342,3 +342,27 @@ def test_an_unreachable_target_is_reported_and_the_others_still_run(tmp_path: Pa
         report = result.json()
         assert [entry["key"]["target"] for entry in report["results"]] == ["up"]
         assert report["results"][0]["requests"] == 3 and report["config"]["unreachable"][0]["name"] == "down"
+
+
+def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
+    secret = "sk-bench-secret-4f1c0ffee"
+    with ExitStack() as stack:
+        a, b = servers(stack, {"delay-ms": 5, **STREAM}, {"delay-ms": 15, **STREAM})
+        out = tmp_path / "spans.jsonl"
+        common = ["bench", "--target", f"a={a.base_url}", "--target", f"b={b.base_url}", "--model", "m"]
+        env = {"OPENAI_API_KEY": secret}
+        markdown = run_cli([*common, "-n", "3", "--format", "markdown", "--out", str(out)], env=env)
+        csv_out = run_cli([*common, "-n", "3", "--format", "csv"], env=env)
+        records = chat_records(a)
+    assert markdown.code == 0 and csv_out.code == 0, markdown.err + csv_out.err
+    table = [line for line in markdown.out.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| p50 / p95 / p99 | a | b |") and set(table[1]) <= set("|-")
+    assert any(line.startswith("| ttft (first content token) |") for line in table)
+    rows = csv_out.out.splitlines()
+    assert rows[0] == "target,metric,statistic,value"
+    assert {row.split(",")[0] for row in rows[1:]} == {"a", "b"}
+    assert any(row.startswith("a,ttft,p95,") for row in rows)
+    assert len(records) == 6
+    # the key is sent to the endpoints (it is theirs) and written nowhere: output, errors, spans
+    for text in (markdown.out, markdown.err, csv_out.out, csv_out.err, out.read_text()):
+        assert secret not in text

@@ -17,11 +17,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
-    """Run with stdout on a pseudo-terminal; what it printed."""
+    """Run with stdout and stderr on a pseudo-terminal; what it printed."""
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [COMMAND, *args], stdout=follower, stderr=subprocess.DEVNULL, env={**os.environ, **env}
+            [COMMAND, *args], stdout=follower, stderr=follower, env={**os.environ, **env}
         )
         os.close(follower)
         chunks = []
@@ -45,7 +45,9 @@ def test_colour_only_on_a_terminal_and_never_with_no_color() -> None:
         (server,) = servers(stack, {"delay-ms": 5, "chunks": 3})
         args = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "2"]
         env = {"OPENAI_API_KEY": "sk-test", "NO_COLOR": "", "TERM": "xterm-256color"}
-        assert ANSI.search(_on_a_terminal(args, env))  # a terminal: colour
+        shown = _on_a_terminal([*args, "--rate", "4", "-n", "4"], env)  # ~1 s: the progress display draws
+        assert ANSI.search(shown)  # a terminal: colour
+        assert "a: " in shown and "done, 0 errors, rolling p50 ttft" in shown  # the live progress line
         assert not ANSI.search(_on_a_terminal(args, {**env, "NO_COLOR": "1"}))
         piped = run_cli(args, env={"NO_COLOR": ""})  # a pipe: none
         assert piped.code == 0 and "requests" in piped.out and not ANSI.search(piped.out + piped.err)
