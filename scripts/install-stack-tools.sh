@@ -28,5 +28,5 @@ fi
 echo "install-stack-tools: pip install (example backend, PyYAML) with $PYTHON"
 "$PYTHON" -m pip install -q pyyaml -r "$ROOT/examples/requirements.txt"
 
-docker-compose version | head -1
-promtool --version 2>&1 | head -1
+docker-compose version | sed -n 1p  # sed reads all: no SIGPIPE under pipefail
+promtool --version 2>&1 | sed -n 1p
