@@ -142,7 +142,17 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     assert len(by_request) == 30
     retried = [attempts for attempts in by_request.values() if len(attempts) == 2]
     assert len(retried) == 5 and entry["retries"] == 5  # every 6th first attempt got a 429
-    assert entry["backoff_s"] == pytest.approx(5 * 0.300, abs=0.04)
+    # the backoff as the server saw it: its 429 answer written -> the retry received (the SDK's sleep,
+    # which a busy event loop may stretch, plus the rebuild of the request)
+    gaps = [
+        (b.received_ns - a.finished_ns) / 1e9
+        for a, b in (sorted(r, key=lambda r: r.received_ns) for r in retried)
+    ]
+    assert all(gap >= 0.300 for gap in gaps)
+    # ours is the sleep alone: at least the server's retry-after-ms, at most the server's gap, which
+    # also holds reading the 429 and sending the retry (5-15 ms each on a loaded machine)
+    assert 5 * 0.300 <= entry["backoff_s"] <= sum(gaps)
+    assert entry["backoff_s"] >= sum(gaps) - 5 * 0.020
     ttft, e2e, tpot = [], [], []
     for attempts in by_request.values():
         first, last = min(attempts, key=lambda r: r.received_ns), max(attempts, key=lambda r: r.received_ns)
@@ -257,8 +267,9 @@ def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished() -> None:
         (entry,) = report["results"]
         assert 6 <= entry["requests"] < 200
         records = chat_records(server)
-        # every request the server saw either finished in the results or was cancelled in flight
-        assert entry["requests"] + entry["cancelled"] == len(records)
+        # every request the server saw finished in the results or was cancelled in flight (a call
+        # cancelled before it was sent, possible on the httpx-based SDKs, the server never saw)
+        assert entry["requests"] <= len(records) <= entry["requests"] + entry["cancelled"]
         assert entry["errors"] == 0
 
 
