@@ -13,17 +13,12 @@ from .bench_config import Plan, Slo
 from .bench_run import LAG_WARNING_S, RunState
 from .bench_stats import Difference, TargetStats, differs_most
 from .console import Output
+from .report_output import table, triple
 from .report_stats import HTTP_PHASES, PHASES, Dist
 from .tree import format_duration
 from .triage import triage_lines
 
 Rows = list[list[str]]
-
-
-def _triple(dist: Dist | None) -> str:
-    if dist is None:
-        return "-"
-    return " / ".join(format_duration(v) for v in (dist.p50, dist.p95, dist.p99))
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -40,14 +35,14 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     add("errors (rate)", [f"{s.errors} ({s.error_rate * 100:.1f}%)" for s in stats])
     if any(s.cancelled for s in stats):
         add("cancelled (not counted)", [str(s.cancelled) for s in stats])
-    add("ttft (first content token)", [_triple(s.ttft) for s in stats])
-    add("ttfc (first chunk)", [_triple(s.ttfc) for s in stats])
+    add("ttft (first content token)", [triple(s.ttft) for s in stats])
+    add("ttfc (first chunk)", [triple(s.ttfc) for s in stats])
     if any(s.cache_hit_ttft for s in stats):
-        add("ttft, prompt cache hit", [_triple(s.cache_hit_ttft) for s in stats])
-        add("ttft, prompt cache miss", [_triple(s.cache_miss_ttft) for s in stats])
-    add("e2e (whole call)", [_triple(s.e2e) for s in stats])
-    add("tpot (first token excluded)", [_triple(s.tpot) for s in stats])
-    add("chunk gaps (client)", [_triple(s.chunk_gaps) for s in stats])
+        add("ttft, prompt cache hit", [triple(s.cache_hit_ttft) for s in stats])
+        add("ttft, prompt cache miss", [triple(s.cache_miss_ttft) for s in stats])
+    add("e2e (whole call)", [triple(s.e2e) for s in stats])
+    add("tpot (first token excluded)", [triple(s.tpot) for s in stats])
+    add("chunk gaps (client)", [triple(s.chunk_gaps) for s in stats])
     add(
         "tokens/s per request p50", [_rate(s.tokens_per_s.p50 if s.tokens_per_s else None, "") for s in stats]
     )
@@ -94,13 +89,8 @@ def _phase_order(name: str) -> tuple[int, int]:
     return (PHASES.index(name) if name in PHASES else len(PHASES), 0)
 
 
-def text_table(rows: Rows, indent: str = "") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-        out.append((indent + "   ".join(cells)).rstrip())
-    return out
+def _plain_table(rows: Rows) -> list[str]:
+    return table(rows, indent="")
 
 
 def markdown_table(rows: Rows) -> list[str]:
@@ -126,7 +116,7 @@ def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[s
 def render_text(
     stats: Sequence[TargetStats], slo: Slo, difference: Difference | None, markdown: bool = False
 ) -> str:
-    table = markdown_table if markdown else text_table
+    table = markdown_table if markdown else _plain_table
     lines = [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
     lines += notes(stats, difference)
     for s in stats:
