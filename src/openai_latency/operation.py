@@ -311,7 +311,6 @@ class Operation:
         for phase in phases:
             flat.append((phase.name, phase.duration_ns * _NS))
             flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
-        retried = [a.error_type or str(a.status_code or "_OTHER") for a in self.timeline.attempts[:-1]]
         streaming = self.timeline.streaming
         return Measurements(
             span_attributes=attributes,
@@ -323,7 +322,7 @@ class Operation:
             time_to_first_token=attributes.get("openai_latency.time_to_first_token") if streaming else None,
             time_per_output_token=attributes.get("openai_latency.time_per_output_token"),
             chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)],
-            retries=retried,
+            retries=attributes.get("openai_latency.retry.error_types", []),  # set by _summary
         )
 
 
