@@ -1,6 +1,6 @@
 """Exporter outage (issue 11 item 8): the OTLP endpoint is down; do calls slow down or fail?
 
-    python benchmarks/exporter_outage.py [--calls 3000] [--rounds 3]
+    python benchmarks/exporter_outage.py [--calls 3000] [--rounds 3] [--workloads json,stream]
 
 Modes, each in its own worker process, against one fake server in its own process:
 
@@ -11,10 +11,12 @@ Modes, each in its own worker process, against one fake server in its own proces
 - ``blackhole``: the same to a server that accepts connections and never answers (every export
   waits for its timeout).
 
-Each worker makes ``--calls`` non-stream chat calls in a row (the BatchSpanProcessor queue, 2048 spans
-by default, is full after a few hundred calls when nothing drains it) and reports: errors raised into
-the caller, per-call latency p50 / p99 / mean, and the process RSS before and after the calls. Modes
-are interleaved over ``--rounds`` rounds in a shuffled order. Not a test: it prints numbers.
+Each worker makes ``--calls`` chat calls of one workload in a row: ``json`` (non-stream) or ``stream``
+(read to the end: the fake server's 5 content chunks, a role and a finish chunk). The
+BatchSpanProcessor queue, 2048 spans by default, is full after a few hundred calls when nothing drains
+it. A worker reports: errors raised into the caller, per-call latency p50 / p99 / mean, and the
+process RSS before and after the calls. Modes are interleaved over ``--rounds`` rounds in a shuffled
+order, for each workload. Not a test: it prints numbers.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 MODES = ("baseline", "healthy", "closed-port", "blackhole")
+WORKLOADS = ("json", "stream")
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
@@ -75,7 +79,7 @@ def _dropping_exporter() -> type:
     return Dropping
 
 
-def worker(mode: str, base_url: str, calls: int) -> dict[str, object]:
+def worker(mode: str, workload: str, base_url: str, calls: int) -> dict[str, object]:
     import openai
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -104,21 +108,31 @@ def worker(mode: str, base_url: str, calls: int) -> dict[str, object]:
             meter_provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
         OpenAILatencyInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     client = openai.OpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+    messages: Any = MESSAGES
+
+    def call() -> None:
+        if workload == "stream":
+            for _ in client.chat.completions.create(model="m", messages=messages, stream=True):
+                pass
+        else:
+            client.chat.completions.create(model="m", messages=messages)
+
     for _ in range(50):  # warm-up
-        client.chat.completions.create(model="m", messages=MESSAGES)
+        call()
     rss_before = _rss_mb()
     durations: list[float] = []
     errors = 0
     for _ in range(calls):
         start = time.perf_counter()
         try:
-            client.chat.completions.create(model="m", messages=MESSAGES)
+            call()
         except Exception:
             errors += 1
         durations.append(time.perf_counter() - start)
     durations.sort()
     return {
         "mode": mode,
+        "workload": workload,
         "errors": errors,
         "p50_ms": durations[len(durations) // 2] * 1e3,
         "p99_ms": durations[int(len(durations) * 0.99)] * 1e3,
@@ -132,48 +146,58 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: json, stream")
     parser.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", choices=WORKLOADS, default="json", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.base_url, args.calls)))
+        print(json.dumps(worker(args.worker, args.workload, args.base_url, args.calls)))
         os._exit(0)  # the dead endpoint's exporter threads may still be waiting: do not join them
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = set(workloads) - set(WORKLOADS)
+    if unknown or not workloads:
+        parser.error(f"--workloads: unknown {sorted(unknown)} (known: {', '.join(WORKLOADS)})")
 
     from openai_latency.fake_server import FakeServer
 
-    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    results: dict[tuple[str, str], list[dict[str, float]]] = {
+        (workload, mode): [] for workload in workloads for mode in MODES
+    }
     with FakeServer.spawn() as server:
         for round_index in range(args.rounds):
-            order = list(MODES)
-            random.shuffle(order)
-            for mode in order:
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--worker",
-                        mode,
-                        "--base-url",
-                        server.base_url,
-                        "--calls",
-                        str(args.calls),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                )
-                if out.returncode != 0:
-                    print(out.stderr, file=sys.stderr)
-                    return 1
-                row = json.loads(out.stdout.strip().splitlines()[-1])
-                results[mode].append(row)
-                print(f"round {round_index + 1} {mode:>12}: {row}", flush=True)
+            for workload in workloads:
+                order = list(MODES)
+                random.shuffle(order)
+                for mode in order:
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--worker",
+                            mode,
+                            "--workload",
+                            workload,
+                            "--base-url",
+                            server.base_url,
+                            "--calls",
+                            str(args.calls),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                    )
+                    if out.returncode != 0:
+                        print(out.stderr, file=sys.stderr)
+                        return 1
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                    results[(workload, mode)].append(row)
+                    print(f"round {round_index + 1} {workload:>6} {mode:>12}: {row}", flush=True)
     print(
-        f"\n{'mode':>12} {'errors':>6} {'p50 ms':>7} {'p99 ms':>7} {'mean ms':>8} {'RSS growth MB':>13}"
-        " (medians over rounds)"
+        f"\n{'workload':>8} {'mode':>12} {'errors':>6} {'p50 ms':>7} {'p99 ms':>7} {'mean ms':>8}"
+        f" {'RSS growth MB':>13} (medians over rounds; errors summed)"
     )
-    for mode in MODES:
-        rows = results[mode]
+    for (workload, mode), rows in results.items():
 
         def med(key: str, rows: list[dict[str, float]] = rows) -> float:
             return statistics.median(row[key] for row in rows)
@@ -181,7 +205,7 @@ def main() -> int:
         growth = statistics.median(row["rss_after_mb"] - row["rss_before_mb"] for row in rows)
         errors = sum(int(row["errors"]) for row in rows)
         print(
-            f"{mode:>12} {errors:>6} {med('p50_ms'):>7.3f} {med('p99_ms'):>7.3f}"
+            f"{workload:>8} {mode:>12} {errors:>6} {med('p50_ms'):>7.3f} {med('p99_ms'):>7.3f}"
             f" {med('mean_ms'):>8.3f} {growth:>13.1f}"
         )
     return 0

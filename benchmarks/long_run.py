@@ -2,9 +2,12 @@
 
     python benchmarks/long_run.py [--calls 100000] [--abandoned 10000] [--held 1000] [--samples 10]
 
-Runs ``--calls`` calls (chat, chat stream read to the end, embeddings, in turn) and ``--abandoned``
-streams dropped after one chunk, against the in-process fake server, instrumented (spans to an
-exporter that drops them, metrics to an in-memory reader), with ``tracemalloc`` on. After a warm-up
+Runs ``--calls`` calls and ``--abandoned`` streams dropped after one chunk, against the in-process
+fake server, instrumented (spans to an exporter that drops them, metrics to an in-memory reader), with
+``tracemalloc`` on. The calls take turns over nine kinds: chat, chat stream read to the end and
+embeddings on ``OpenAI``; chat and chat stream on ``AsyncOpenAI``; a chat call and an async stream
+each retried after a 429; a call that raises ``InternalServerError``; an async stream that raises
+``APIError`` mid-way. Abandoned streams alternate between ``OpenAI`` and ``AsyncOpenAI``. After a warm-up
 of 5 % it samples, ``--samples`` times: the bytes our package's code still holds (tracemalloc,
 fake server excluded), live ``Operation`` objects, entries of our module-level maps, and the
 process RSS. Then it opens ``--held`` streams at once (first chunk read) and reports the bytes per
@@ -63,9 +66,10 @@ def main() -> int:
         growth = rows[-1] - rows[0]
         print(f"our bytes after warm-up -> end: {rows[0]} -> {rows[-1]} ({growth:+d} B)", flush=True)
         if args.held:
-            ours, total = memkit.bytes_per_open_stream(h, args.held)
+            ours_per_stream, total = memkit.bytes_per_open_stream(h, args.held)
             print(
-                f"{args.held} streams open at once: {ours:.0f} B of ours per stream, {total:.0f} B in total"
+                f"{args.held} streams open at once: {ours_per_stream:.0f} B of ours per stream,"
+                f" {total:.0f} B in total"
             )
         print(f"spans exported: {h.exporter.count}; wall time {time.perf_counter() - start:.0f} s")
     return 0

@@ -14,13 +14,22 @@
 #                                            OTELCOL_BIN=..., JAEGER_BIN=..., PROMETHEUS_BIN=...,
 #                                            PROMTOOL_BIN=... on stdout
 #        scripts/build-stack.sh --print-env  only print those lines; fail if anything is missing
+#        scripts/build-stack.sh --print-versions  print OTELCOL_VERSION=, JAEGER_MODULE_VERSION=,
+#                                            JAEGER_VERSION= (the image tags derived from
+#                                            stack/*/go.mod) and stop; needs neither Go nor a build
 # Needs Go >= the `go` line of stack/*/go.mod (1.24.6) and the Go module proxy.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${OPENAI_LATENCY_STACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/openai-latency/stack}"
 PRINT_ONLY=0
-[ "${1:-}" = "--print-env" ] && PRINT_ONLY=1
+PRINT_VERSIONS=0
+case "${1:-}" in
+  --print-env) PRINT_ONLY=1 ;;
+  --print-versions) PRINT_VERSIONS=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--print-env | --print-versions]" >&2; exit 2 ;;
+esac
 
 log() { echo "build-stack: $*" >&2; }
 
@@ -87,16 +96,26 @@ ensure_prometheus() {
 
 otelcol_version="$(required_version "$ROOT/stack/otelcol" go.opentelemetry.io/collector/otelcol)"
 jaeger_module_version="$(required_version "$ROOT/stack/jaeger" github.com/jaegertracing/jaeger)"
-# Module v1.N.0 is Jaeger v2.(N-63).0 (v1.75.0 = v2.12.0); the v2 number is the image tag.
+# Module v1.N.0 is Jaeger v2.(N-63).0: Jaeger releases both from one commit (tags v1.75.0 and
+# v2.12.0 are the same commit; CHANGELOG.md: "v1.75.0 / v2.12.0 (2025-11-18)"); the v2 number is
+# the image tag. tests/stack checks the result against the pairs of Jaeger's CHANGELOG.
 jaeger_minor="${jaeger_module_version#v1.}"
 jaeger_minor="${jaeger_minor%%.*}"
 jaeger_version="2.$((jaeger_minor - 63)).0"
+
+if [ "$PRINT_VERSIONS" = 1 ]; then
+  echo "OTELCOL_VERSION=${otelcol_version#v}"
+  echo "JAEGER_MODULE_VERSION=$jaeger_module_version"
+  echo "JAEGER_VERSION=$jaeger_version"
+  exit 0
+fi
 
 otelcol_bin="$(go_build otelcol "${otelcol_version#v}" stack/otelcol . \
   "-X main.version=${otelcol_version#v}")"
 jaeger_bin="$(go_build jaeger "$jaeger_version" stack/jaeger github.com/jaegertracing/jaeger/cmd/jaeger \
   "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=v$jaeger_version")"
 ensure_prometheus
+[ "$PRINT_ONLY" = 1 ] || log "all binaries ready after $SECONDS s"
 
 echo "OTELCOL_BIN=$otelcol_bin"
 echo "JAEGER_BIN=$jaeger_bin"

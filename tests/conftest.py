@@ -62,6 +62,13 @@ def instrument(
 
 
 @pytest.fixture
+def detailed_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``phase_spans=detailed`` unless a test passes its own: for tests of the ``http.*`` sub-phase
+    spans (the default mode, ``phases``, puts their durations on network_wait as attributes)."""
+    monkeypatch.setenv("OPENAI_LATENCY_PHASE_SPANS", "detailed")
+
+
+@pytest.fixture
 def captured(instrument: Callable[..., Captured]) -> Captured:
     """Instrumented with default settings."""
     return instrument()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from openai_latency.fake_server import Canned, FakeServer
 from tests import netkit
 
 MESSAGES = [{"role": "user", "content": "fuzz"}]
+SDK_TRACE_LOGGER = "opentelemetry.sdk.trace"
 HUGE = "x" * 300_000
 
 # --- values ------------------------------------------------------------------------------------
@@ -271,6 +274,36 @@ def run(server: FakeServer, case: Case) -> Outcome:
     return Outcome(items, None)
 
 
+class EndWarnings(logging.Handler):
+    """Collects the OTel SDK's warnings about ended spans while installed: ``Calling end() on an ended
+    span.`` (a second end()) and ``... on an ended span`` (an attribute, event or status set after it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "ended span" in message:
+            self.messages.append(message)
+
+
+@contextmanager
+def end_warnings() -> Iterator[list[str]]:
+    """The ended-span warnings of the OTel SDK logged inside the ``with`` block."""
+    handler = EndWarnings()
+    logger = logging.getLogger(SDK_TRACE_LOGGER)
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.WARNING:  # never let a quiet logging setup hide them
+        logger.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def check(
     server: FakeServer,
     case: Case,
@@ -278,12 +311,15 @@ def check(
     uninstrument: Callable[[], None],
     operation_spans: Callable[[], Sequence[Any]],
 ) -> None:
-    """Same outcome with and without instrumentation, and exactly one operation span, ended."""
+    """Same outcome with and without instrumentation, and exactly one operation span, ended once."""
     uninstrument()
     baseline = run(server, case)
     instrument()
-    got = run(server, case)
+    with end_warnings() as warnings:
+        got = run(server, case)
+        spans = operation_spans()
     assert got == baseline, (case, baseline.exception, got.exception)
-    spans = operation_spans()
     assert len(spans) == 1, [s.name for s in spans]
     assert spans[0].end_time is not None
+    # ended once: the SDK exports a span on its first end() and only warns on a second one
+    assert warnings == [], (case, warnings)

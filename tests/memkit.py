@@ -1,23 +1,26 @@
 """Long runs and memory: the harness of ``tests/test_long_run.py`` and ``benchmarks/long_run.py``.
 
-Calls of every kind and abandoned streams run in a loop against the in-process fake server with the
-instrumentation on (spans go to an exporter that drops them, metrics to an in-memory reader); what
-our modules keep alive is measured with ``tracemalloc`` (allocations made by files of the
-``openai_latency`` package, the fake server excluded) and by counting live :class:`Operation`
-objects and entries of our module-level maps.
+Calls of every kind (sync and async ``OpenAI`` clients; JSON, streams, embeddings; a call retried
+after a 429, calls that fail with an API error, a stream that fails mid-way) and abandoned streams
+(sync and async) run in a loop against the in-process fake server with the instrumentation on (spans
+go to an exporter that drops them, metrics to an in-memory reader); what our modules keep alive is
+measured with ``tracemalloc`` (allocations made by files of the ``openai_latency`` package, the fake
+server excluded) and by counting live :class:`Operation` objects and entries of our module-level maps.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import tracemalloc
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import openai
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -32,6 +35,9 @@ from tests import netkit
 
 PACKAGE = str(Path(openai_latency.__file__).resolve().parent)
 MESSAGES = [{"role": "user", "content": "hi"}]
+# the first attempt gets a 429 (the SDK retries after 1 ms), the second the normal answer
+RETRIED = {"x-fake-fail-attempts": "1", "x-fake-retry-after-ms": "1"}
+T = TypeVar("T")
 
 
 class Dropping(SpanExporter):
@@ -49,7 +55,17 @@ class Dropping(SpanExporter):
 class Harness:
     server: FakeServer
     client: Any
+    """``OpenAI``, no retries."""
+    retrying: Any
+    """``OpenAI`` on the same HTTP client, one retry."""
+    aclient: Any
+    """``AsyncOpenAI`` (one retry), bound to ``loop``."""
+    loop: asyncio.AbstractEventLoop
     exporter: Dropping
+
+    def run(self, coro: Awaitable[T]) -> T:
+        """Runs ``coro`` on the harness's event loop (the async client's connections live there)."""
+        return self.loop.run_until_complete(coro)
 
 
 @contextmanager
@@ -62,17 +78,25 @@ def harness(max_connections: int = 100) -> Iterator[Harness]:
     if instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.uninstrument()
     instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    loop = asyncio.new_event_loop()
     try:
         with FakeServer() as server:
             lib = netkit.http_lib()
             limits = lib.Limits(max_connections=max_connections, max_keepalive_connections=20)
             http = netkit.http_client(limits=limits, timeout=30)
             client = netkit.client(server.base_url, http_client=http, max_retries=0)
+            retrying = netkit.client(server.base_url, http_client=http, max_retries=1)
+            async_http = netkit.http_client(is_async=True, limits=limits, timeout=30)
+            aclient = netkit.client(server.base_url, is_async=True, http_client=async_http, max_retries=1)
+            h = Harness(server, client, retrying, aclient, loop, exporter)
             try:
-                yield Harness(server, client, exporter)
+                yield h
             finally:
                 client.close()
+                h.run(aclient.close())
+                h.run(loop.shutdown_asyncgens())
     finally:
+        loop.close()
         instrumentor.uninstrument()
         meter_provider.shutdown()
 
@@ -88,41 +112,121 @@ def our_bytes() -> int:
     return sum(stat.size for stat in snapshot.statistics("filename"))
 
 
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
+async def _adrain(pending: Awaitable[Any]) -> None:
+    async for _ in await pending:
+        pass
+
+
+def _expect(error: type[BaseException], call: Callable[[], Any]) -> None:
+    """Runs ``call``, which must raise ``error`` (the fake server was told to fail it)."""
+    try:
+        call()
+    except error:
+        return
+    raise AssertionError(f"expected {error.__name__}")
+
+
+async def _aexpect(error: type[BaseException], call: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await call()
+    except error:
+        return
+    raise AssertionError(f"expected {error.__name__}")
+
+
+def _call_kinds(h: Harness) -> list[Callable[[], Any]]:
+    chat, achat = h.client.chat.completions, h.aclient.chat.completions
+
+    def create(**kwargs: Any) -> Any:
+        return chat.create(model="gpt-4o-mini", messages=MESSAGES, **kwargs)
+
+    def acreate(**kwargs: Any) -> Any:
+        return achat.create(model="gpt-4o-mini", messages=MESSAGES, **kwargs)
+
+    return [
+        lambda: create(),
+        lambda: _drain(create(stream=True)),
+        lambda: h.client.embeddings.create(model="text-embedding-3-small", input="hi"),
+        lambda: h.run(acreate()),
+        lambda: h.run(_adrain(acreate(stream=True))),
+        # a 429 then a success: two attempts, a backoff, a retries metric point
+        lambda: h.retrying.chat.completions.create(
+            model="gpt-4o-mini", messages=MESSAGES, extra_headers=RETRIED
+        ),
+        lambda: h.run(_adrain(acreate(stream=True, extra_headers=RETRIED))),
+        # API errors raised into the caller, before and during a stream
+        lambda: _expect(
+            openai.InternalServerError, lambda: create(extra_headers={"x-fake-error": "server_error"})
+        ),
+        lambda: h.run(
+            _aexpect(
+                openai.APIError,
+                lambda: _adrain(acreate(stream=True, extra_headers={"x-fake-stream-error-after": "1"})),
+            )
+        ),
+    ]
+
+
 def calls(h: Harness, count: int) -> None:
-    """``count`` calls: chat, chat stream (read to the end), embeddings, in turn."""
+    """``count`` calls, the kinds of :func:`_call_kinds` in turn (sync and async, retried, failing)."""
+    kinds = _call_kinds(h)
     for i in range(count):
-        kind = i % 3
-        if kind == 0:
-            h.client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
-        elif kind == 1:
-            for _ in h.client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, stream=True):
-                pass
-        else:
-            h.client.embeddings.create(model="text-embedding-3-small", input="hi")
+        kinds[i % len(kinds)]()
         if i % 500 == 499:
             h.server.clear()  # the fake server logs every request; its log is not ours
+    # An async stream read to [DONE] leaves the SDK's inner async generators suspended; asyncio
+    # closes them on the loop once they are collected (a running application's loop does it at once).
+    collect(h)
+
+
+async def _abandon_async(h: Harness) -> None:
+    stream = await h.aclient.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, stream=True)
+    await stream.__anext__()  # one chunk, then the stream is dropped: nobody closes it
+
+
+async def _settle() -> None:
+    """Lets the loop run what the collector handed it (asyncio closes a dropped async generator by
+    scheduling its ``aclose()``, which is what releases the async stream's connection)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def collect(h: Harness) -> None:
+    """A full collection, then the ``aclose()`` it scheduled, twice (what those free may be cyclic)."""
+    for _ in range(2):
+        gc.collect()
+        h.run(_settle())
 
 
 def abandoned(h: Harness, count: int) -> None:
-    """``count`` streams read for one chunk, then dropped without close().
+    """``count`` streams read for one chunk, then dropped without close(), sync and async in turn.
 
     A dropped stream is garbage in a reference cycle (the SDK's ``Stream`` and its generator): the
     cyclic collector closes its response whenever it runs. With legacy httpcore (1.0.x) that
     deadlocks when the collector happens to run while the same thread holds the connection pool's
     lock (inside the next request), with or without instrumentation. Automatic collection is held
-    off here and the garbage collected between requests."""
+    off here and the garbage collected between requests; the event loop then runs the async
+    generators' ``aclose()`` that the collection scheduled."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         for i in range(count):
-            stream = h.client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, stream=True)
-            next(iter(stream))
-            del stream
+            if i % 2:
+                h.run(_abandon_async(h))
+            else:
+                stream = h.client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, stream=True)
+                next(iter(stream))
+                del stream
             if i % 50 == 49:
-                gc.collect()
+                collect(h)
             if i % 200 == 199:
                 h.server.clear()
-        gc.collect()
+        collect(h)
     finally:
         if enabled:
             gc.enable()

@@ -67,5 +67,19 @@ def sub_phases(captured: Captured, network_wait: ReadableSpan) -> dict[str, Read
     return {s.name: s for s in children}
 
 
+def sub_phase_ns(captured: Captured, network_wait: ReadableSpan) -> dict[str, int]:
+    """The http.* sub-phase durations of a network_wait, ns by name (``http.send``...): its child
+    spans with ``phase_spans=detailed``, its ``openai_latency.http.*`` attributes with ``phases``."""
+    children = captured.children(network_wait)
+    if children:
+        return {s.name: s.end_time - s.start_time for s in children if s.end_time and s.start_time}  # type: ignore[operator]
+    prefix = "openai_latency.http."
+    return {
+        key.removeprefix("openai_latency."): round(float(value) * 1e9)
+        for key, value in attrs(network_wait).items()
+        if key.startswith(prefix) and key != prefix + "failed"
+    }
+
+
 def attr(span: ReadableSpan, key: str) -> Any:
     return attrs(span).get(key)

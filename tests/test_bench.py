@@ -5,6 +5,7 @@ The numbers are checked against what the servers logged (their own clock), never
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import os
@@ -17,11 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from openai_latency.cli.bench_config import Slo
+from openai_latency.cli.bench_output import render_csv, render_text
+from openai_latency.cli.bench_stats import target_stats
 from openai_latency.cli.otlp_json import ReadStats, read_spans
 from openai_latency.cli.report_stats import collect_calls
+from openai_latency.cli.tree import format_duration
 from tests.bench_helpers import COMMAND, by_target, chat_records, max_in_flight, percentiles, run_cli, servers
+from tests.key_server import KeyServer
 
 STREAM = {"ttft-ms": 20, "chunks": 8, "chunk-delay-ms": 5}
+PROMPT = "Why is the first token slow?"
 
 
 def test_ranks_two_endpoints_and_names_the_differing_phase(tmp_path: Path) -> None:
@@ -53,11 +60,18 @@ def test_ranks_two_endpoints_and_names_the_differing_phase(tmp_path: Path) -> No
 def test_closed_loop_keeps_exactly_c_requests_in_flight() -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 60, **STREAM})
-        result = run_cli(["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "16", "-c", "4"])
+        result = run_cli(
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "16", "-c", "4",
+             "--prompt", PROMPT, "--temperature", "0.25", "--max-tokens", "9"]
+        )  # fmt: skip
         assert result.code == 0, result.err
         records = chat_records(server)
         assert len(records) == 16
         assert max_in_flight(records) == 4
+        for record in records:  # the workload options, as the server received them
+            assert record.body["messages"] == [{"role": "user", "content": PROMPT}]
+            assert (record.body["temperature"], record.body["max_tokens"]) == (0.25, 9)
+            assert record.body["stream"] is True and record.body["stream_options"] == {"include_usage": True}
         # the first 4 arrive together, and each later one only when one finished
         finished = sorted(r.finished_ns for r in records if r.finished_ns is not None)
         for index, record in enumerate(sorted(records, key=lambda r: r.received_ns)[4:]):
@@ -68,11 +82,20 @@ def test_open_loop_rate_arrives_at_the_server_at_that_rate() -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 20, **STREAM})
         result = run_cli(
-            ["bench", "--target", f"a={server.base_url}", "--model", "m", "--rate", "10", "-n", "20"]
-        )
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "--rate", "10", "-n", "20",
+             "--prompt-tokens", "130"]
+        )  # fmt: skip
         assert result.code == 0, result.err
-        arrivals = sorted(r.received_ns for r in chat_records(server))
+        records = chat_records(server)
+        arrivals = sorted(r.received_ns for r in records)
         assert len(arrivals) == 20
+        # --prompt-tokens 130: one synthetic prompt of 100 plain words (~1.3 tokens a word), default
+        # max_tokens 64, no temperature unless asked
+        prompts = {r.body["messages"][0]["content"] for r in records}
+        (prompt,) = prompts
+        words = prompt.split(" ")
+        assert len(words) == 100 and all(word.isalpha() and word.islower() for word in words)
+        assert all(r.body["max_tokens"] == 64 and "temperature" not in r.body for r in records)
         rate = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)
         assert rate == pytest.approx(10.0, rel=0.10)
 
@@ -106,7 +129,7 @@ def test_warmup_is_not_in_the_results_and_targets_alternate(tmp_path: Path) -> N
         a, b = servers(stack, {"delay-ms": 10, **STREAM}, {"delay-ms": 10, **STREAM})
         out = tmp_path / "spans.jsonl"
         result = run_cli(
-            ["bench", "--target", f"a={a.base_url}", "--target", f"b={b.base_url}", "--model", "m",
+            ["bench", "--target", f"a={a.base_url}@model-a", "--target", f"b={b.base_url}@model-b",
              "-n", "5", "--warmup", "2", "-c", "1", "--format", "json", "--out", str(out)]
         )  # fmt: skip
         assert result.code == 0, result.err
@@ -114,10 +137,87 @@ def test_warmup_is_not_in_the_results_and_targets_alternate(tmp_path: Path) -> N
         assert targets["a"]["requests"] == targets["b"]["requests"] == 5
         records = {"a": chat_records(a), "b": chat_records(b)}
         assert len(records["a"]) == len(records["b"]) == 7  # 2 warm-up + 5 measured each
+        # NAME=BASE_URL@MODEL: each target asks for its own model (no --model given)
+        assert {r.body["model"] for r in records["a"]} == {"model-a"}
+        assert {r.body["model"] for r in records["b"]} == {"model-b"}
         order = [name for _, name in sorted((r.received_ns, n) for n, rs in records.items() for r in rs)]
         assert order == ["a", "b"] * 7
         lines = out.read_text().splitlines()
         assert "openai_latency.bench.warmup" not in "".join(lines)
+
+
+def test_a_sweep_with_duration_gives_one_result_per_level() -> None:
+    """``-c 1,2 --duration 1``: each level runs about 1 s on its own; every number, the client's chunk
+    gaps included, is per level (never pooled over the sweep)."""
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 100, **STREAM})  # ~160 ms a request
+        result = run_cli(
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-c", "1,2", "--duration", "1",
+             "--format", "json"]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        report = result.json()
+        records = sorted(chat_records(server), key=lambda r: r.received_ns)
+    assert report["config"]["loads"] == ["c=1", "c=2"] and report["config"]["duration_s"] == 1.0
+    assert report["config"]["requests_per_target"] is None
+    levels = {entry["key"]["load"]: entry for entry in report["results"]}
+    assert set(levels) == {"c=1", "c=2"}
+    one, two = levels["c=1"]["requests"], levels["c=2"]["requests"]
+    assert one + two == len(records)
+    # --duration, not the default of 20 requests, ended each level; every level ran more than once
+    assert 2 <= one < 20 and 2 <= two < 20
+    for load, entry in levels.items():
+        assert entry["chunk_gaps"]["n"] == 7 * entry["requests"], load  # 8 content chunks a request
+        assert entry["errors"] == 0 and report["differs_most"][load] is None  # one target
+    first, second = records[:one], records[one:]
+    assert max_in_flight(first) == 1 and max_in_flight(second) == 2
+    # a request starts only before its level's deadline (the last one may still run past it)
+    for level in (first, second):
+        assert (level[-1].received_ns - level[0].received_ns) / 1e9 < 1.0 + 0.5
+
+
+def test_sequential_runs_one_target_after_the_other() -> None:
+    with ExitStack() as stack:
+        a, b = servers(stack, {"delay-ms": 10, **STREAM}, {"delay-ms": 10, **STREAM})
+        result = run_cli(
+            ["bench", "--target", f"a={a.base_url}", "--target", f"b={b.base_url}", "--model", "m",
+             "-n", "4", "-c", "2", "--sequential", "--format", "json"]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        report = result.json()
+        first, second = chat_records(a), chat_records(b)
+    assert report["config"]["interleaved"] is False
+    assert [entry["requests"] for entry in report["results"]] == [4, 4]
+    assert len(first) == len(second) == 4
+    # all of a, answered to the end, before the first request of b; each with its 2 in flight
+    assert max(r.finished_ns or 0 for r in first) <= min(r.received_ns for r in second)
+    assert max_in_flight(first) == max_in_flight(second) == 2
+
+
+def test_api_key_env_gives_each_target_its_key_and_prompt_file_its_text(tmp_path: Path) -> None:
+    """The fake server never logs the Authorization header: a small endpoint that does, instead."""
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("A prompt from a file.\n", encoding="utf-8")
+    default, own = "sk-default-7d1e", "sk-own-b-93c2"
+    with KeyServer() as server:
+        result = run_cli(
+            ["bench", "--target", f"a={server.base_url}@model-a", "--target", f"b={server.base_url}@model-b",
+             "--api-key-env", "b=BENCH_KEY_B", "--prompt-file", str(prompt), "--no-stream", "-n", "2",
+             "--format", "json"],
+            env={"OPENAI_API_KEY": default, "BENCH_KEY_B": own},
+        )  # fmt: skip
+        seen = list(server.seen)
+    assert result.code == 0, result.err
+    assert [(e["key"]["target"], e["requests"], e["errors"]) for e in result.json()["results"]] == [
+        ("a", 2, 0),
+        ("b", 2, 0),
+    ]
+    keys = {(s.body["model"], s.authorization) for s in seen}
+    assert keys == {("model-a", f"Bearer {default}"), ("model-b", f"Bearer {own}")} and len(seen) == 4
+    for request in seen:
+        assert request.body["messages"] == [{"role": "user", "content": "A prompt from a file.\n"}]
+        assert "stream" not in request.body
+    assert default not in result.out + result.err and own not in result.out + result.err
 
 
 def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -> None:
@@ -135,9 +235,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
              "--slo", "e2e=320ms", "--format", "json", "--out", str(out)]
         )  # fmt: skip
         assert result.code == 0, result.err
-        report = result.json()
-        assert json.loads(json.dumps(report)) == report
-        (entry,) = report["results"]
+        (entry,) = result.json()["results"]
         records = chat_records(server)
     by_request: dict[str, list] = {}
     for record in records:  # a retried request's attempts carry the same trace id (traceparent)
@@ -204,6 +302,21 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     assert group["time_per_output_token"] == entry["tpot"]
     assert group["phases"] == entry["phases"]
     assert group["triage"] == entry["triage"]
+    # --format json round-trips: its numbers are the ones the csv and markdown renderings of the same
+    # calls (reread from --out) print
+    slo = Slo({"e2e": 0.320})
+    (stats,) = target_stats(collect_calls(read_spans([str(out)], ReadStats())).calls, ("target", "load"), slo)
+    rows = list(csv.reader(render_csv([stats], slo).splitlines()))[1:]
+    values = {(metric, statistic): value for _, metric, statistic, value in rows}
+    for metric in ("ttft", "ttfc", "e2e", "tpot", "tokens_per_s"):
+        for statistic in ("n", "p50", "p95", "p99", "min", "max"):
+            assert float(values[metric, statistic]) == entry[metric][statistic], (metric, statistic)
+    assert float(values["goodput", "value"]) == entry["goodput"]
+    assert float(values["backoff_s", "value"]) == entry["backoff_s"]
+    markdown = render_text([stats], slo, None, markdown=True).splitlines()
+    for label, metric in (("ttft (first content token)", "ttft"), ("e2e (whole call)", "e2e")):
+        cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
+        assert f"| {label} | {cell} |" in markdown
 
 
 def test_prompt_cache_hits_and_misses_are_split() -> None:
@@ -220,43 +333,79 @@ def test_prompt_cache_hits_and_misses_are_split() -> None:
         assert "ttft, prompt cache hit" in table.out  # every prompt is a hit now: the split still shows
 
 
+TRIAGE_TARGETS = {  # target -> (fake server script, the one bucket each of its calls lands in)
+    "auth": ({"error": "invalid_api_key"}, "fast_failure"),
+    "hang": ({"delay-ms": 2000}, "slow_failure"),  # client timeout 0.5 s, one retry
+    "limited": ({"fail-attempts": 1, "retry-after-ms": 50, **STREAM}, "rate_limited"),  # 429, then ok
+    "broken": ({"stream-error-after": 2, **STREAM}, "mid_stream"),  # an error event after 2 chunks
+    "down": ({"error": "server_error", "delay-ms": 150, "should-retry": "false"}, "server_error"),
+    "slow": ({"delay-ms": 250, **STREAM}, "slow_success"),  # above --slow-threshold 0.2 s
+}
+
+
 def test_triage_puts_each_failure_in_its_bucket(tmp_path: Path) -> None:
     with ExitStack() as stack:
-        auth, hang, limited, slow = servers(
-            stack,
-            {"error": "invalid_api_key"},
-            {"delay-ms": 2000},
-            {"fail-attempts": 1, "retry-after-ms": 50, **STREAM},  # every request: a 429, then success
-            {"delay-ms": 250, **STREAM},
-        )
+        spawned = servers(stack, *(script for script, _ in TRIAGE_TARGETS.values()))
+        urls = dict(zip(TRIAGE_TARGETS, (server.base_url for server in spawned), strict=True))
         out = tmp_path / "spans.jsonl"
         result = run_cli(
-            ["bench", "--target", f"auth={auth.base_url}", "--target", f"hang={hang.base_url}",
-             "--target", f"limited={limited.base_url}", "--target", f"slow={slow.base_url}", "--model", "m",
-             "-n", "3", "-c", "4", "--timeout", "0.5", "--max-retries", "1", "--slow-threshold", "0.2",
+            ["bench", *(a for name, url in urls.items() for a in ("--target", f"{name}={url}")), "--model", "m",
+             "-n", "3", "-c", "6", "--timeout", "0.5", "--max-retries", "1", "--slow-threshold", "0.2",
              "--format", "json", "--out", str(out)]
         )  # fmt: skip
         assert result.code == 0, result.err
         targets = by_target(result.json())
-        hang_records = chat_records(hang)
-    assert set(targets["auth"]["triage"]) == {"fast_failure"}
+        hang_records = chat_records(spawned[1])
+    for name, (_, bucket) in TRIAGE_TARGETS.items():
+        assert set(targets[name]["triage"]) == {bucket}, name
+        assert targets[name]["triage"][bucket]["calls"] == 3, name
     assert targets["auth"]["triage"]["fast_failure"]["kinds"] == {"invalid_api_key": 3}
-    assert set(targets["hang"]["triage"]) == {"slow_failure"}
-    assert targets["hang"]["triage"]["slow_failure"]["calls"] == 3
     assert len(hang_records) == 6  # one retry each after the client timeout
-    assert set(targets["limited"]["triage"]) == {"rate_limited"}
     bucket = targets["limited"]["triage"]["rate_limited"]
-    assert bucket["calls"] == 3 and bucket["retries"] == 3 and bucket["backoff_s"] >= 0.15
-    assert set(targets["slow"]["triage"]) == {"slow_success"}
+    assert bucket["retries"] == 3 and bucket["backoff_s"] >= 0.15
+    assert targets["broken"]["triage"]["mid_stream"]["kinds"] == {"server_error": 3}
+    assert targets["down"]["triage"]["server_error"]["kinds"] == {"server_error": 3}
+    assert targets["down"]["triage"]["server_error"]["retries"] == 0  # x-should-retry: false
     assert targets["slow"]["triage"]["slow_success"]["kinds"] == {"network_wait": 3}
-    assert all(
-        example.startswith("req_") for example in targets["auth"]["triage"]["fast_failure"]["examples"]
-    )
-    reread = run_cli(
-        ["report", str(out), "--format", "json", "--slow-threshold", "0.2", "--client-timeout", "0.5"]
-    )
+    for name in ("auth", "broken", "down"):
+        examples = next(iter(targets[name]["triage"].values()))["examples"]
+        assert len(examples) == 3 and all(example.startswith("req_") for example in examples), name
+    common = [str(out), "--slow-threshold", "0.2", "--client-timeout", "0.5"]
+    reread = run_cli(["report", *common, "--format", "json"])
     groups = {g["key"]["target"]: g for g in reread.json()["groups"]}
     assert {name: g["triage"] for name, g in groups.items()} == {n: t["triage"] for n, t in targets.items()}
+    # report's text: a triage section per target, one line per bucket with its count, meaning, kinds
+    # and the example request ids
+    text = run_cli(["report", *common])
+    assert text.code == 0, text.err
+    sections = _triage_sections(text.out)
+    assert set(sections) == set(TRIAGE_TARGETS)
+    expected = {
+        "auth": "fast failures: 3 of 3 (credentials or configuration); kinds: invalid_api_key 3",
+        "hang": "slow failures: 3 of 3 (network or queue); kinds: openai.APITimeoutError 3; 3 retries",
+        "limited": "rate limited: 3 of 3 (quota or rate limit: slow down, or raise the limit);"
+        " kinds: succeeded after backoff 3; 3 retries",
+        "broken": "mid-stream failures: 3 of 3 (the endpoint broke off a started stream); kinds: server_error 3",
+        "down": "server errors: 3 of 3 (the provider failed (5xx)); kinds: server_error 3",
+        "slow": "slow successes: 3 of 3 (succeeded, slowly: see the dominant phase);"
+        " dominant phase: network_wait 3",
+    }
+    for name, line in expected.items():
+        bucket_line, examples_line = sections[name]
+        assert bucket_line.startswith(line), (name, bucket_line)
+        bucket = next(iter(targets[name]["triage"].values()))
+        assert examples_line == "e.g. " + ", ".join(bucket["examples"]), name
+
+
+def _triage_sections(text: str) -> dict[str, tuple[str, str]]:
+    """report's text: ``NAME:`` then ``triage:``, then one bucket line and its examples line."""
+    lines = [line.strip() for line in text.splitlines()] + [""]
+    sections = {}
+    for index, line in enumerate(lines[:-4]):
+        if line.endswith(":") and lines[index + 1] == "triage:":
+            assert not lines[index + 4], f"more than one bucket for {line}"  # each target: one bucket
+            sections[line.removesuffix(":")] = (lines[index + 2], lines[index + 3])
+    return sections
 
 
 def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished() -> None:
@@ -375,7 +524,8 @@ def test_an_unreachable_target_is_reported_and_the_others_still_run(tmp_path: Pa
 def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
     secret = "sk-bench-secret-4f1c0ffee"
     with ExitStack() as stack:
-        a, b = servers(stack, {"delay-ms": 5, **STREAM}, {"delay-ms": 15, **STREAM})
+        # b sends no usage: its output tokens are counted content chunks, and the output says so
+        a, b = servers(stack, {"delay-ms": 5, **STREAM}, {"delay-ms": 15, "usage": "never", **STREAM})
         out = tmp_path / "spans.jsonl"
         common = ["bench", "--target", f"a={a.base_url}", "--target", f"b={b.base_url}", "--model", "m"]
         env = {"OPENAI_API_KEY": secret}
@@ -390,6 +540,18 @@ def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
     assert rows[0] == "target,metric,statistic,value"
     assert {row.split(",")[0] for row in rows[1:]} == {"a", "b"}
     assert any(row.startswith("a,ttft,p95,") for row in rows)
+    assert "b,estimated_token_requests,value,3" in rows and "a,estimated_token_requests,value,0" in rows
+    assert "b,output_tokens,value,24" in rows  # 3 requests of 8 content chunks
+    notes = [line for line in markdown.out.splitlines() if "had no usage from the server" in line]
+    assert notes == [
+        "b: 3 of 3 successful requests had no usage from the server: their output tokens are counted"
+        " content chunks."
+    ]
+    reread = {c.request_id: c for c in collect_calls(read_spans([str(out)], ReadStats())).calls}
+    assert sorted((c.keys["target"], c.output_tokens, c.usage_estimated) for c in reread.values()) == [
+        *[("a", 8, False)] * 3,  # the server's usage
+        *[("b", 8, True)] * 3,  # the count, kept in the --out file for report
+    ]
     assert len(records) == 6
     # the key is sent to the endpoints (it is theirs) and written nowhere: output, errors, spans
     for text in (markdown.out, markdown.err, csv_out.out, csv_out.err, out.read_text()):

@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from openai_latency.fake_server import RequestRecord
+from tests.netkit import sub_phase_ns
 from tests.spans import (
     MS,
     Captured,
@@ -68,9 +69,8 @@ def _check_network_wait(captured: Captured, network_wait: Any, record: RequestRe
     tolerance = _tolerance_ms(network_wait)
     assert_same_instant(end_mono(network_wait), record.headers_sent_ns, "headers received", tolerance)
     assert start_mono(network_wait) <= record.received_ns
-    client_side = sum(
-        duration_ns(s) for s in captured.children(network_wait) if s.name in ("http.pool_wait", "http.send")
-    )
+    subs = sub_phase_ns(captured, network_wait)
+    client_side = subs["http.pool_wait"] + subs["http.send"]
     assert_close_ns(
         duration_ns(network_wait) - client_side, record.headers_sent_ns - record.received_ns, "server's wait"
     )

@@ -29,6 +29,7 @@ from openai_latency.fake_server import (
     ScriptError,
     SpawnedServer,
 )
+from openai_latency.fake_server.endpoints import ENDPOINTS, ID, route
 
 MS = 1_000_000
 #: Upper-bound slack of timing checks: scheduling noise on a loaded 2-CPU machine (lower bounds are exact).
@@ -621,3 +622,23 @@ def test_prompt_cache_reports_cached_tokens_for_a_repeated_prompt() -> None:
             usage.append((result.usage.prompt_tokens, result.usage.prompt_tokens_details.cached_tokens))
         # the repeated prompt is a hit: all of its input tokens cached; a new prompt is a miss
         assert usage[0][1] == 0 and usage[1] == (usage[0][0], usage[0][0]) and usage[2][1] == 0
+
+
+def test_the_endpoint_table_is_the_routing(server: FakeServer) -> None:
+    """Every endpoint of the table is reached at its route (and, for POST, under an Azure deployment),
+    and only with its method; each answers a 200 JSON body."""
+    for name, endpoint in ENDPOINTS.items():
+        path = endpoint.path.replace(ID, "/resp_x1")
+        argument = "resp_x1" if endpoint.path.endswith(ID) else None
+        assert route(endpoint.method, f"/v1/{path}") == (name, argument), name
+        assert route(endpoint.method, f"/v1/{path}/") == (name, argument), name
+        other = "GET" if endpoint.method == "POST" else "POST"
+        assert route(other, f"/v1/{path}") is None, name
+        if endpoint.method == "POST":
+            assert route("POST", f"/openai/deployments/dep/{path}") == (name, "dep"), name
+        response, data = raw(
+            server, endpoint.method, f"/v1/{path}", {"model": "m"} if other == "GET" else None
+        )
+        assert response.status == 200, (name, data)
+        assert response.getheader("content-type") == "application/json", name
+    assert route("GET", "/v1/models/a/b") is None and route("DELETE", "/v1/models") is None

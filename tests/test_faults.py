@@ -25,6 +25,8 @@ from tests import faultkit, netkit
 from tests.netkit import MESSAGES, network_waits
 from tests.spans import Captured, assert_tiles, attrs
 
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -268,3 +270,37 @@ async def test_fault(
         assert names[names.index(first) :] == list(failed_steps), (names, failed_steps)
     elif fault.attempt_error:
         assert failed_steps == {}
+
+
+@pytest.mark.parametrize(
+    ("fault", "is_async"),
+    [
+        pytest.param(fault, is_async, id=f"{fault.name}-{'async' if is_async else 'sync'}")
+        for fault in FAULTS
+        if fault.failed_step is not None
+        for is_async in (False, True)
+    ],
+)
+async def test_failed_step_in_phases_mode(
+    instrument: Any, server: FakeServer, fault: Fault, is_async: bool
+) -> None:
+    """``phase_spans=phases`` (the default): no http.* spans, the network_wait names the sub-phase
+    that failed (``openai_latency.http.failed``) and carries the durations up to it."""
+    with _target(fault, server, is_async) as (base_url, make_http_client):
+        kwargs: dict[str, Any] = {"max_retries": 0, "timeout": fault.timeout}
+        if make_http_client is not None:
+            kwargs["http_client"] = make_http_client()
+        captured: Captured = instrument(phase_spans="phases")
+        outcome = await _run(netkit.client(base_url, is_async, **kwargs), is_async, False, fault)
+    assert outcome.exception is not None
+    op = captured.operation()
+    (wait,) = network_waits(captured, op)
+    assert captured.children(wait) == []
+    wait_attrs = attrs(wait)
+    allowed = {fault.failed_step, (is_async and fault.async_failed_step) or fault.failed_step}
+    assert wait_attrs["openai_latency.http.failed"] in allowed, wait_attrs
+    assert str(wait_attrs["error.type"]).endswith(fault.attempt_error), wait_attrs
+    durations = netkit.sub_phase_ns(captured, wait)
+    assert wait_attrs["openai_latency.http.failed"] in durations
+    # they run from the send to the failure; the network_wait lasts until the SDK gives up (raises)
+    assert 0 < sum(durations.values()) <= wait.end_time - wait.start_time  # type: ignore[operator]

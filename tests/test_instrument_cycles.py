@@ -125,23 +125,40 @@ def test_cycles_with_calls_in_flight_on_other_threads(
             with lock:
                 calls.append((_request_id(result), started, ended))
 
+    def hold_until_a_call_fits(since: int) -> None:
+        """Keep the current window open until some call started and ended inside it (at most 10 s).
+
+        A 4 ms window is shorter than an instrumented call on a loaded 2-core machine, so without
+        these longer windows "both kinds happened" would depend on the machine's load.
+        """
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not failures:
+            with lock:
+                if any(started >= since for _, started, _ in calls):
+                    return
+            time.sleep(0.001)
+
     span_exporter.clear()
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(THREADS)]
     for thread in threads:
         thread.start()
     try:
         mark = time.perf_counter_ns()
-        for _ in range(CYCLES):
+        for cycle in range(CYCLES):
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
             now = time.perf_counter_ns()
             windows.append((False, mark, now))  # until instrument() returned: not (fully) instrumented
             time.sleep(0.004)
+            if cycle % 25 == 0:
+                hold_until_a_call_fits(now)
             mark = time.perf_counter_ns()  # instrumented from `now` until uninstrument() starts
             windows.append((True, now, mark))
             instrumentor.uninstrument()
             mark_after = time.perf_counter_ns()
             windows.append((None, mark, mark_after))  # type: ignore[arg-type]  # switching
             time.sleep(0.004)
+            if cycle % 25 == 0:
+                hold_until_a_call_fits(mark_after)
             mark = mark_after
     finally:
         stop.set()

@@ -1,5 +1,8 @@
 """Long runs (short version; ``benchmarks/long_run.py`` is the long one): what our code keeps alive
-does not grow with the number of calls or abandoned streams, and an open stream costs O(1) memory."""
+does not grow with the number of calls or abandoned streams, and an open stream costs O(1) memory.
+
+The calls cover sync and async clients, streams, a call retried after a 429 and calls that fail with
+an API error; the abandoned streams are sync and async (``tests/memkit.py``)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ import pytest
 
 from tests import memkit
 
-WARM_CALLS, CALLS = 40, 120
-WARM_ABANDONED, ABANDONED = 15, 45
+WARM_CALLS, CALLS = 45, 135  # 5 and 15 rounds of memkit's 9 kinds of call
+WARM_ABANDONED, ABANDONED = 16, 48  # half sync, half async
 
 
 @pytest.fixture

@@ -93,6 +93,22 @@ def _phase_spans(full_: Full, op: ReadableSpan) -> list[ReadableSpan]:
     return phases + [child for phase in phases for child in full_.captured.children(phase)]
 
 
+LINKED = {
+    "gen_ai.client.operation.duration",
+    "gen_ai.client.operation.time_to_first_chunk",
+    "openai_latency.time_to_first_token",
+    "openai_latency.time_per_output_token",
+}
+"""The instruments whose points carry an exemplar (the operation span's trace and span id)."""
+
+
+def _linked(metric: Metric) -> bool:
+    """Some point of ``metric`` has an exemplar that links to a trace (the fixture's meter offers
+    every point to the reservoir: AlwaysOnExemplarFilter; only a point recorded in a span's context
+    links to it)."""
+    return any(e.trace_id is not None for point in metric.data.data_points for e in point.exemplars)
+
+
 def _check_exemplars(metric: Metric, op: ReadableSpan) -> None:
     model = attrs(op)["gen_ai.request.model"]
     for point in _points(metric, model):
@@ -105,7 +121,7 @@ def _check_exemplars(metric: Metric, op: ReadableSpan) -> None:
 def test_every_instrument_after_a_stream_and_a_non_stream_call(
     full: Callable[..., Full], server: Any
 ) -> None:
-    cap = full()
+    cap = full(phase_spans="detailed", phase_metrics=True)  # everything on
     _stream_then_plain(_client(server, max_retries=0))
     stream_op, plain_op = cap.captured.operations()
     s, p = attrs(stream_op), attrs(plain_op)
@@ -202,10 +218,13 @@ def test_every_instrument_after_a_stream_and_a_non_stream_call(
         pt.attributes["openai_latency.phase"] for pt in _points(phase_metric, "gpt-4o")
     }
 
-    # exemplars point at each call's operation span
-    for metric in metrics.values():
-        _check_exemplars(metric, stream_op)
-        _check_exemplars(metric, plain_op)
+    # the latency points link to each call's operation span (exemplars); the others offer none
+    for name, metric in metrics.items():
+        if name in LINKED:
+            _check_exemplars(metric, stream_op)
+            _check_exemplars(metric, plain_op)
+        else:
+            assert not _linked(metric), name
 
 
 # the fake server's bodies for these statuses carry OpenAI's codes
@@ -231,7 +250,7 @@ def test_retries_are_counted_with_the_retried_attempts_error_type(
     assert point.value == 2
     assert point.attributes["error.type"] == error_type
     assert set(point.attributes) <= LOW_CARDINALITY
-    _check_exemplars(retries, op)
+    assert not _linked(retries)  # a retry count links to no trace worth opening
     # the call succeeded: its duration point carries no error.type
     (duration,) = cap.metrics()["gen_ai.client.operation.duration"].data.data_points
     assert "error.type" not in duration.attributes
@@ -249,11 +268,33 @@ def test_failed_call_duration_carries_error_type(full: Callable[..., Full], serv
     )
 
 
+def test_default_records_no_phase_points(full: Callable[..., Full], server: Any) -> None:
+    """phase.duration is opt-in (OPENAI_LATENCY_PHASE_METRICS): the phase spans and the operation
+    span's openai_latency.phase.* attributes carry the same durations at a fraction of the cost."""
+    cap = full()
+    _stream_then_plain(_client(server, max_retries=0))
+    assert set(cap.metrics()) == set(INSTRUMENTS) - {
+        "openai_latency.retries",
+        "openai_latency.phase.duration",
+    }
+    for op in cap.captured.operations():
+        assert attrs(op)["openai_latency.phase.network_wait"] > 0
+
+
+def test_phase_metrics_from_the_environment(
+    full: Callable[..., Full], server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_LATENCY_PHASE_METRICS", "true")
+    cap = full()
+    _client(server, max_retries=0).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert "openai_latency.phase.duration" in cap.metrics()
+
+
 @pytest.mark.parametrize("phase_spans", ["off", "phases"])
 def test_phase_span_setting_keeps_every_metric(
     full: Callable[..., Full], server: Any, phase_spans: str
 ) -> None:
-    cap = full(phase_spans=phase_spans)
+    cap = full(phase_spans=phase_spans, phase_metrics=True)
     _stream_then_plain(_client(server, max_retries=0))
     stream_op, plain_op = cap.captured.operations()
     if phase_spans == "off":
@@ -266,11 +307,15 @@ def test_phase_span_setting_keeps_every_metric(
     for op, last in ((stream_op, "stream_drain"), (plain_op, "response_read")):
         model = attrs(op)["gen_ai.request.model"]
         names = {pt.attributes["openai_latency.phase"] for pt in _points(phase_metric, model)}
-        # one point per phase; http.* sub-phase points follow the http.* spans (detailed only)
+        # one point per phase; http.* sub-phase points wherever they are measured (not with off)
         assert {"request_build", "network_wait", last} <= names
-        assert not names & {"pool_wait", "connect", "send", "server_wait"}
+        subs = names & {"pool_wait", "connect", "send", "server_wait"}
+        if phase_spans == "off":
+            assert not subs, names
+        else:
+            assert {"pool_wait", "send", "server_wait"} <= subs, names
         for name in ("request_build", "network_wait", last):
             point = _one(phase_metric, model, **{"openai_latency.phase": name})
             assert point.sum == pytest.approx(attrs(op)[f"openai_latency.phase.{name}"], abs=EPS)
-        _check_exemplars(phase_metric, op)
+        assert not _linked(phase_metric)
     assert _one(metrics["gen_ai.client.operation.time_per_output_chunk"], "gpt-4o-mini").count >= 5

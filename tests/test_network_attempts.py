@@ -13,6 +13,8 @@ from tests import netkit
 from tests.netkit import MESSAGES, attr, network_waits
 from tests.spans import Captured, attrs, duration_ns
 
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
+
 
 def _backoffs(captured: Captured) -> list[dict[str, object]]:
     return [attrs(s) for s in captured.phases() if s.name == "openai.retry_backoff"]

@@ -14,6 +14,8 @@ from tests import netkit
 from tests.netkit import MESSAGES, network_waits, sub_phases
 from tests.spans import MS, Captured, assert_close_ns, assert_tiles, duration_ns, end_mono, start_mono
 
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
+
 SLOW_S = 0.100
 
 

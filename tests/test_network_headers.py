@@ -11,6 +11,8 @@ from tests import netkit
 from tests.netkit import MESSAGES, attr, network_waits, sub_phases
 from tests.spans import Captured, duration_ns
 
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
+
 RESETS = [("6m0s", 360.0), ("1.5s", 1.5), ("120ms", 0.12), ("1h2m3.5s", 3723.5), ("2", 2.0)]
 
 

@@ -16,10 +16,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
+from opentelemetry.trace import StatusCode
 
 from openai_latency.fake_server import FakeServer, RequestRecord, SpawnedServer
 from tests import netkit
@@ -34,6 +37,8 @@ from tests.spans import (
     end_mono,
     start_mono,
 )
+
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
 
 HAS_H2 = importlib.util.find_spec("h2") is not None
 needs_h2 = pytest.mark.skipif(not HAS_H2, reason="the h2 package is not installed: no HTTP/2 to test")
@@ -121,17 +126,52 @@ def _check_sub_phases(
     return subs
 
 
+class LegacyH2ThreadRace(Exception):
+    """A sync call failed with ``Server disconnected`` on legacy httpcore's HTTP/2 (see
+    :func:`_legacy_h2_thread_race`): upstream, not ours; the scenario is run again."""
+
+
+def _legacy_h2_thread_race(exc: BaseException) -> bool:
+    """The failure of legacy ``httpcore`` (1.0.x, the openai 1.x/2.x and legacy-httpx legs) when two
+    threads share one new HTTP/2 connection: once in a few hundred runs both calls of the multiplex
+    scenario get ``APIConnectionError`` from ``httpcore.RemoteProtocolError("Server disconnected")``
+    while the server neither reset nor closed anything (its log shows the client's EOF only after the
+    failure). It happens at the same rate with the instrumentation off and never with httpcore2
+    (issue 11 item 11; formerly seen here as ``KeyError: None`` from the record lookup)."""
+    if not isinstance(exc, openai.APIConnectionError):
+        return False
+    cause = exc.__cause__
+    while cause is not None:
+        kind = type(cause)
+        if kind.__module__.split(".", 1)[0] == "httpcore" and kind.__name__ == "RemoteProtocolError":
+            return str(cause) == "Server disconnected"
+        cause = cause.__cause__
+    return False
+
+
+@contextmanager
+def _not_retried() -> Iterator[None]:
+    """Checks that do not depend on timing: a failure fails the test at once, :func:`_retried` does
+    not get a second chance at it."""
+    try:
+        yield
+    except AssertionError as exc:
+        pytest.fail(f"deterministic check failed (not retried): {exc}")
+
+
 async def _retried(captured: Captured, scenario: Callable[[], Awaitable[None]], attempts: int = 4) -> None:
     """Timing on a shared, loaded machine: pass if one of a few runs is within the ±3 ms/3 % tolerance.
 
-    Everything else checked is deterministic, so a real bug still fails every attempt.
+    Only timing misses (``AssertionError``) and the upstream :class:`LegacyH2ThreadRace` are retried;
+    the deterministic checks fail through :func:`_not_retried`, and anything else a call raises
+    propagates at once.
     """
     for attempt in range(attempts):
         captured.clear()
         try:
             await scenario()
             return
-        except AssertionError:
+        except (AssertionError, LegacyH2ThreadRace):
             if attempt == attempts - 1:
                 raise
 
@@ -274,14 +314,19 @@ async def _two_concurrent_calls(
             t.start()
         for t in threads:
             t.join()
+        if failures and all(_legacy_h2_thread_race(exc) for exc in failures):
+            with _not_retried():  # what the instrumentation made of it is deterministic
+                _check_failed_calls(captured, failures)
+            raise LegacyH2ThreadRace(repr(failures[0])) from failures[0]
         if failures:
             # A call that failed has no response, hence no request id: raise what it raised (this
             # used to surface as ``KeyError: None`` from the record lookup below).
             raise failures[0]
     ops = captured.operations()
-    assert len(ops) == 2
-    for op in ops:
-        assert attr(op, "openai_latency.request_id"), dict(op.attributes or {})
+    with _not_retried():  # every call answered: two operations, each with its response's request id
+        assert len(ops) == 2, [op.name for op in ops]
+        for op in ops:
+            assert attr(op, "openai_latency.request_id"), dict(op.attributes or {})
     records = {op.context.span_id: server.record(attr(op, "openai_latency.request_id")) for op in ops}
     first, second = sorted(records.values(), key=lambda r: r.received_ns)
     # one connection, two streams served at the same time (not one after the other)
@@ -299,6 +344,42 @@ async def _two_concurrent_calls(
         )
         assert ("http.tls" in subs) is (attr(op, "openai_latency.connection.reused") is False)
         assert_tiles(op, captured.phases(op))
+
+
+def test_only_legacy_httpcores_disconnect_is_retried() -> None:
+    """The scenario is retried on the upstream failure only: that exception chain from legacy
+    httpcore, not the same from httpcore2, nor another message, nor the exception alone."""
+    lib = netkit.http_lib()
+    core = importlib.import_module("httpcore2" if lib.__name__ == "httpx2" else "httpcore")
+
+    def failure(message: str) -> BaseException:
+        outer = lib.RemoteProtocolError(message)
+        outer.__cause__ = core.RemoteProtocolError(message)
+        exc = openai.APIConnectionError(request=lib.Request("POST", "https://api.test/v1/chat/completions"))
+        exc.__cause__ = outer
+        return exc
+
+    assert _legacy_h2_thread_race(failure("Server disconnected")) is (core.__name__ == "httpcore")
+    assert not _legacy_h2_thread_race(failure("Server disconnected without sending a response."))
+    assert not _legacy_h2_thread_race(lib.RemoteProtocolError("Server disconnected"))
+    assert not _legacy_h2_thread_race(openai.APIConnectionError(request=lib.Request("GET", "https://a.test")))
+
+
+def _check_failed_calls(captured: Captured, failures: list[BaseException]) -> None:
+    """Each call that raised has an operation span that ended with ERROR and the caller's exception
+    type, no request id (no response), and a network_wait that ended with the transport's error on
+    the one http.* step that failed."""
+    ops = captured.operations()
+    assert len(ops) == 2, [op.name for op in ops]
+    failed = [op for op in ops if op.status.status_code is StatusCode.ERROR]
+    assert len(failed) == len(failures), [dict(op.attributes or {}) for op in ops]
+    for op in failed:
+        assert attr(op, "error.type") == "openai.APIConnectionError", dict(op.attributes or {})
+        assert attr(op, "openai_latency.request_id") is None
+        (wait,) = network_waits(captured, op)
+        assert attr(wait, "error.type") == "httpx.RemoteProtocolError", dict(wait.attributes or {})
+        failed_steps = [s.name for s in captured.children(wait) if attr(s, "error.type")]
+        assert len(failed_steps) == 1, failed_steps
 
 
 @needs_h2

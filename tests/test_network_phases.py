@@ -11,8 +11,10 @@ import pytest
 
 from openai_latency.fake_server import FakeServer, SpawnedServer
 from tests import netkit
-from tests.netkit import MESSAGES, attr, network_waits, sub_phases
-from tests.spans import MS, Captured, assert_close_ns, assert_tiles, duration_ns, end_mono, start_mono
+from tests.netkit import MESSAGES, attr, network_waits, sub_phase_ns, sub_phases
+from tests.spans import MS, Captured, assert_close_ns, assert_tiles, attrs, duration_ns, end_mono, start_mono
+
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
 
 SUB_ORDER = ["http.pool_wait", "http.dns", "http.connect", "http.tls", "http.send", "http.server_wait"]
 
@@ -197,6 +199,13 @@ def test_phases_mode_has_no_sub_phases(instrument: Callable[..., Captured], serv
     client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": "20"})
     op = captured.operation()
     assert captured.phase_names(op) == ["openai.request_build", "openai.network_wait", "openai.response_read"]
-    assert captured.children(network_waits(captured, op)[0]) == []
+    wait = network_waits(captured, op)[0]
+    assert captured.children(wait) == []
     # the network_wait still ends at the response headers (the trace callback is the stopwatch)
     assert attr(op, "openai_latency.connection.reused") is False
+    # ... and carries its sub-phases as attributes, which tile it (seconds, rounded to the ns)
+    durations = sub_phase_ns(captured, wait)
+    assert list(durations) == ["http.pool_wait", "http.connect", "http.send", "http.server_wait"]
+    assert abs(sum(durations.values()) - duration_ns(wait)) < 1_000
+    assert durations["http.server_wait"] >= 20 * MS
+    assert "openai_latency.http.failed" not in attrs(wait)

@@ -1,8 +1,11 @@
 """Our own failures stay ours: a telemetry pipeline that raises everywhere changes nothing for the app.
 
 Faults go in through the OpenTelemetry SDK's public interfaces (span exporter, span processor, metric
-exporter, exemplar filter, log record processor) and through what the application passes (a model
-name whose ``str()`` raises, a provider's chunk of the wrong shape); our code is not touched. For each:
+exporter, metric reader, exemplar filter, log record processor) and through what the application
+passes (a model name whose ``str()`` raises, a provider's chunk of the wrong shape); our code is not
+touched. A metric reader fails in two places: when it is collected (``_receive_metrics``, while a
+scraper thread collects it over and over during the calls) and on the record path (the aggregation it
+prefers raises when the SDK creates a series for a new attribute set). For each:
 the calls return what they return without instrumentation, streams yield the same chunks, every span
 that starts ends once, and the ``openai_latency`` logger warns once per kind of failure, not per call.
 """
@@ -10,20 +13,24 @@ that starts ends once, and the ``openai_latency`` logger warns once per kind of 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics._internal.exemplar import ExemplarFilter
 from opentelemetry.sdk.metrics.export import (
     InMemoryMetricReader,
     MetricExporter,
     MetricExportResult,
+    MetricReader,
     MetricsData,
     PeriodicExportingMetricReader,
 )
+from opentelemetry.sdk.metrics.view import Aggregation
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
@@ -71,6 +78,61 @@ class RaisingMetricExporter(MetricExporter):
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         pass
+
+
+class RaisingAggregation(Aggregation):
+    """Raises when the SDK creates the aggregation of a new series (on the record path)."""
+
+    def _create_aggregation(self, *args: Any, **kwargs: Any) -> Any:
+        raise Boom("aggregation")
+
+
+class RaisingReader(MetricReader):
+    """A metric reader (say, a pull exporter's) whose every collection raises; with ``on_record``,
+    the aggregation it prefers for our histograms and counter raises as well."""
+
+    def __init__(self, on_record: bool) -> None:
+        preferred: dict[type, Aggregation] | None = None
+        if on_record:
+            preferred = {Histogram: RaisingAggregation(), Counter: RaisingAggregation()}
+        super().__init__(preferred_aggregation=preferred)
+
+    def _receive_metrics(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> None:
+        raise Boom("metric reader")
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+class Scraper:
+    """Collects a reader over and over on its own thread (as a Prometheus scrape would), counting
+    collections and the ones that raised."""
+
+    def __init__(self, reader: MetricReader) -> None:
+        self.reader = reader
+        self.collections = 0
+        self.failures: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            self.collections += 1
+            try:
+                self.reader.collect()
+            except Exception as exc:
+                self.failures.append(exc)
+
+    @contextmanager
+    def running(self) -> Iterator[Scraper]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join(10)
 
 
 class RaisingExemplarFilter(ExemplarFilter):
@@ -121,6 +183,8 @@ SCENARIOS = [
     "span-processor-on-end",
     "span-processor-on-end-no-phases",
     "metric-exporter",
+    "metric-reader-collect",
+    "metric-reader-record",
     "exemplar-filter",
     "log-processor",
     "model-str-raises",
@@ -128,7 +192,8 @@ SCENARIOS = [
 ]
 
 
-def _providers(scenario: str, ended: Ended) -> dict[str, Any]:
+def _providers(scenario: str, ended: Ended) -> tuple[dict[str, Any], list[Any]]:
+    """The keyword arguments of ``instrument()``, and the metric readers of its meter provider."""
     tracer_provider = TracerProvider()
     # processors run in order and a raising one stops the rest: the counter sees on_start after a
     # raising on_start (a span whose start raised never existed) and on_end before a raising on_end
@@ -143,6 +208,9 @@ def _providers(scenario: str, ended: Ended) -> dict[str, Any]:
         readers: list[Any] = [
             PeriodicExportingMetricReader(RaisingMetricExporter(), export_interval_millis=20)
         ]
+    elif scenario.startswith("metric-reader"):
+        # next to a healthy reader: the failing one must not cost the other its points
+        readers = [RaisingReader(on_record=scenario.endswith("record")), InMemoryMetricReader()]
     else:
         readers = [InMemoryMetricReader()]
     meter_kwargs: dict[str, Any] = {"metric_readers": readers}
@@ -151,13 +219,14 @@ def _providers(scenario: str, ended: Ended) -> dict[str, Any]:
     logger_provider = LoggerProvider()
     if scenario == "log-processor":
         logger_provider.add_log_record_processor(RaisingLogProcessor())
-    return {
+    providers = {
         "tracer_provider": tracer_provider,
         "meter_provider": MeterProvider(**meter_kwargs),
         "logger_provider": logger_provider,
         "capture_content": "span_and_event" if scenario == "log-processor" else "no_content",
         "phase_spans": "off" if scenario.endswith("no-phases") else "detailed",
     }
+    return providers, readers
 
 
 def _norm(item: Any) -> Any:
@@ -197,12 +266,22 @@ async def test_own_failures_never_reach_the_app(
 ) -> None:
     baseline = await _calls(server, scenario)
     ended = Ended()
-    providers = _providers(scenario, ended)
+    providers, readers = _providers(scenario, ended)
     instrumentor = OpenAILatencyInstrumentor()
     caplog.set_level(logging.WARNING)
     instrumentor.instrument(**providers)
     try:
-        got = await _calls(server, scenario)
+        if isinstance(readers[0], RaisingReader):
+            with Scraper(readers[0]).running() as scraper:
+                got = await _calls(server, scenario)
+            # what a collection raised went to its caller, the scraper (the SDK skips _receive_metrics
+            # while there is nothing to collect, and with the raising aggregation there never is)
+            assert all(isinstance(exc, Boom) for exc in scraper.failures), scraper.failures[:3]
+            if scenario == "metric-reader-collect":
+                assert scraper.failures  # the fault fired, during the calls
+                assert _duration_points(readers[1]) == len(got)  # the healthy reader got every call
+        else:
+            got = await _calls(server, scenario)
     finally:
         instrumentor.uninstrument()
         providers["meter_provider"].shutdown()
@@ -215,10 +294,24 @@ async def test_own_failures_never_reach_the_app(
 
     ours = [r.getMessage() for r in caplog.records if r.name == "openai_latency"]
     assert len(ours) == len(set(ours)), ours  # once per kind of failure, not once per call
-    reaches_our_code = scenario not in ("span-exporter", "metric-exporter")
+    # a failing exporter or collection is the OTel SDK's business (the exporter's thread, the
+    # collector's call): nothing of ours runs there
+    reaches_our_code = scenario not in ("span-exporter", "metric-exporter", "metric-reader-collect")
     assert bool(ours) is reaches_our_code, ours
     if scenario.startswith("span-processor-on-end"):
         assert ended.ended  # spans still ended (and were handed to the other processors)
+
+
+def _duration_points(reader: Any) -> int:
+    """How many gen_ai.client.operation.duration points the reader has (one per call)."""
+    data = reader.get_metrics_data()
+    total = 0
+    for resource_metrics in data.resource_metrics if data else ():
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                if metric.name == "gen_ai.client.operation.duration":
+                    total += sum(point.count for point in metric.data.data_points)
+    return total
 
 
 def test_report_warns_once_then_logs_at_debug(caplog: pytest.LogCaptureFixture, fresh_reports: None) -> None:

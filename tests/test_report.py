@@ -33,6 +33,8 @@ from openai_latency.fake_server import FakeServer
 from tests.otlp_files import write_jsonl
 from tests.spans import assert_same_shape
 
+pytestmark = pytest.mark.usefixtures("detailed_spans")  # these tests read the http.* spans
+
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
 FAST, SLOW_DELAY_MS, SLOW_TTFT_MS = 2, 250, 220
 

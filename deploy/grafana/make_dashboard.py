@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import string
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +22,60 @@ OUT = Path(__file__).resolve().parent / "dashboards" / "openai-latency.json"
 DS = {"type": "prometheus", "uid": "prometheus"}
 M = 'gen_ai_request_model=~"$model"'
 RI = "$__rate_interval"
+MODEL = "gen_ai_request_model"
+CALLS = "gen_ai_client_operation_duration_seconds_count"
+PER_CALL = f" / scalar(sum(rate({CALLS}{{{M}}}[{RI}])))"
+"""Divides a per-second rate by the calls per second: a share of calls, or a mean per call."""
 # Phase spans of openai-latency (span names are the public contract, DESIGN §1).
 PHASE_SPANS = r'span_name=~"openai\\..+|http\\..+"'
 OPERATION_SPANS = r'span_name=~"(chat|embeddings|text_completion|generate_content|openai) .+"'
+SPAN_DURATION = "traces_span_metrics_duration_seconds"
 
 
-def q(expr: str, legend: str, ref: str, *, exemplar: bool = False, instant: bool = False) -> dict[str, Any]:
-    target: dict[str, Any] = {
-        "datasource": DS,
-        "expr": expr,
-        "legendFormat": legend,
-        "refId": ref,
-        "exemplar": exemplar,
-    }
-    if instant:
-        target.update({"instant": True, "range": False, "format": "table"})
-    else:
-        target["range"] = True
-    return target
+@dataclass(frozen=True)
+class Query:
+    """One PromQL target of a panel (its refId is its place in the panel: A, B, ...)."""
+
+    expr: str
+    legend: str
+    exemplar: bool = False
+    instant: bool = False
+
+    def target(self, ref: str) -> dict[str, Any]:
+        target: dict[str, Any] = {
+            "datasource": DS,
+            "expr": self.expr,
+            "legendFormat": self.legend,
+            "refId": ref,
+            "exemplar": self.exemplar,
+        }
+        if self.instant:
+            target.update({"instant": True, "range": False, "format": "table"})
+        else:
+            target["range"] = True
+        return target
 
 
-def quantile(p: float, metric: str, by: str, matchers: str) -> str:
+def label(name: str) -> str:
+    """The legend of a series by one label: ``{{name}}``."""
+    return "{{" + name + "}}"
+
+
+def sum_rate(by: str, metric: str, matchers: str = M) -> str:
+    return f"sum by ({by}) (rate({metric}{{{matchers}}}[{RI}]))"
+
+
+def quantile(p: float, metric: str, by: str, matchers: str = M) -> str:
     return f"histogram_quantile({p}, sum by (le, {by}) (rate({metric}_bucket{{{matchers}}}[{RI}])))"
+
+
+def percentile(p: float, metric: str, by: str, matchers: str = M, legend: str | None = None) -> Query:
+    """The ``p`` quantile of a histogram per ``by``, with exemplars (legend ``p95 {{by}}`` by default)."""
+    return Query(quantile(p, metric, by, matchers), legend or f"p{p * 100:g} {label(by)}", exemplar=True)
+
+
+def p50_p95_by_model(metric: str) -> list[Query]:
+    return [percentile(p, metric, MODEL) for p in (0.5, 0.95)]
 
 
 class Layout:
@@ -69,7 +104,7 @@ class Layout:
         self,
         title: str,
         description: str,
-        targets: list[dict[str, Any]],
+        queries: Sequence[Query],
         *,
         unit: str,
         w: int = 12,
@@ -95,7 +130,9 @@ class Layout:
             "id": self._id(),
             "datasource": DS,
             "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
-            "targets": targets,
+            "targets": [
+                query.target(ref) for query, ref in zip(queries, string.ascii_uppercase, strict=False)
+            ],
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
             "options": {
                 "legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
@@ -122,13 +159,13 @@ class Layout:
 
 def build() -> dict[str, Any]:
     d = Layout()
-    calls = "gen_ai_client_operation_duration_seconds_count"
+    tpot = "openai_latency_time_per_output_token_seconds"
 
     d.row("Overview")
     d.panel(
         "LLM calls per second by model",
         "Completed SDK calls (success and failure) per second, from gen_ai.client.operation.duration.",
-        [q(f"sum by (gen_ai_request_model) (rate({calls}{{{M}}}[{RI}]))", "{{gen_ai_request_model}}", "A")],
+        [Query(sum_rate(MODEL, CALLS), label(MODEL))],
         unit="reqps",
         w=8,
     )
@@ -136,14 +173,7 @@ def build() -> dict[str, Any]:
         "Error rate by error.type",
         "Share of calls that failed, split by error.type (provider error code, HTTP status or exception "
         "name). A retried call that finally succeeded is not an error here: see Retries.",
-        [
-            q(
-                f'sum by (error_type) (rate({calls}{{{M}, error_type!=""}}[{RI}])) '
-                f"/ scalar(sum(rate({calls}{{{M}}}[{RI}])))",
-                "{{error_type}}",
-                "A",
-            )
-        ],
+        [Query(sum_rate("error_type", CALLS, f'{M}, error_type!=""') + PER_CALL, label("error_type"))],
         unit="percentunit",
         w=8,
         stack=True,
@@ -152,20 +182,7 @@ def build() -> dict[str, Any]:
         "Operation duration p50 / p95 by model",
         "Whole call, from create() to the last chunk (streams) or the parsed response. Dots are "
         "exemplars: click one to open its trace in Jaeger.",
-        [
-            q(
-                quantile(0.5, "gen_ai_client_operation_duration_seconds", "gen_ai_request_model", M),
-                "p50 {{gen_ai_request_model}}",
-                "A",
-                exemplar=True,
-            ),
-            q(
-                quantile(0.95, "gen_ai_client_operation_duration_seconds", "gen_ai_request_model", M),
-                "p95 {{gen_ai_request_model}}",
-                "B",
-                exemplar=True,
-            ),
-        ],
+        p50_p95_by_model("gen_ai_client_operation_duration_seconds"),
         unit="s",
         w=8,
     )
@@ -176,139 +193,73 @@ def build() -> dict[str, Any]:
         "openai_latency.time_to_first_token: operation start to the first chunk that carries output "
         "(role-only chunks do not count), caller's own time excluded. Streams only. Exemplars link "
         "to the trace.",
-        [
-            q(
-                quantile(0.5, "openai_latency_time_to_first_token_seconds", "gen_ai_request_model", M),
-                "p50 {{gen_ai_request_model}}",
-                "A",
-                exemplar=True,
-            ),
-            q(
-                quantile(0.95, "openai_latency_time_to_first_token_seconds", "gen_ai_request_model", M),
-                "p95 {{gen_ai_request_model}}",
-                "B",
-                exemplar=True,
-            ),
-        ],
+        p50_p95_by_model("openai_latency_time_to_first_token_seconds"),
         unit="s",
-        w=12,
     )
     d.panel(
         "Time per output token p50 / p95 by model",
         "openai_latency.time_per_output_token: server-side wait between output chunks divided by "
         "(output tokens - 1). Time the caller spends between chunks is not counted.",
-        [
-            q(
-                quantile(0.5, "openai_latency_time_per_output_token_seconds", "gen_ai_request_model", M),
-                "p50 {{gen_ai_request_model}}",
-                "A",
-                exemplar=True,
-            ),
-            q(
-                quantile(0.95, "openai_latency_time_per_output_token_seconds", "gen_ai_request_model", M),
-                "p95 {{gen_ai_request_model}}",
-                "B",
-                exemplar=True,
-            ),
-        ],
+        p50_p95_by_model(tpot),
         unit="s",
-        w=12,
     )
     d.panel(
         "Output tokens per second (throughput) by model",
         "All output tokens received per second (gen_ai.client.token.usage, token type output): how "
         "much the application consumes.",
         [
-            q(
-                f"sum by (gen_ai_request_model) (rate(gen_ai_client_token_usage_sum{{{M}, "
-                f'gen_ai_token_type="output"}}[{RI}]))',
-                "{{gen_ai_request_model}}",
-                "A",
+            Query(
+                sum_rate(MODEL, "gen_ai_client_token_usage_sum", f'{M}, gen_ai_token_type="output"'),
+                label(MODEL),
             )
         ],
         unit="short",
-        w=12,
     )
     d.panel(
         "Decode speed per stream (tokens/s) by model",
         "1 / mean time per output token: how fast one stream produces tokens once it started.",
-        [
-            q(
-                f"1 / (sum by (gen_ai_request_model) (rate(openai_latency_time_per_output_token_seconds_sum"
-                f"{{{M}}}[{RI}])) / sum by (gen_ai_request_model) (rate("
-                f"openai_latency_time_per_output_token_seconds_count{{{M}}}[{RI}])))",
-                "{{gen_ai_request_model}}",
-                "A",
-            )
-        ],
+        [Query(f"1 / ({sum_rate(MODEL, f'{tpot}_sum')} / {sum_rate(MODEL, f'{tpot}_count')})", label(MODEL))],
         unit="short",
-        w=12,
     )
 
     d.row("Where the time goes: phases")
+    phase = "openai_latency_phase"
     d.panel(
         "Phase breakdown: mean seconds per call (stacked)",
         "openai_latency.phase.duration summed per phase and divided by the number of calls: the "
         "stack height is the mean call duration, each band the phase's share (request_build, "
         "network_wait, retry_backoff, first_token, stream_drain, response_read).",
-        [
-            q(
-                f"sum by (openai_latency_phase) "
-                f"(rate(openai_latency_phase_duration_seconds_sum{{{M}}}[{RI}])) "
-                f"/ scalar(sum(rate({calls}{{{M}}}[{RI}])))",
-                "{{openai_latency_phase}}",
-                "A",
-            )
-        ],
+        [Query(sum_rate(phase, "openai_latency_phase_duration_seconds_sum") + PER_CALL, label(phase))],
         unit="s",
-        w=12,
         stack=True,
     )
     d.panel(
         "Phase p95 (openai_latency.phase.duration)",
         "95th percentile of each phase across calls, from the instrumentation's own histogram.",
-        [
-            q(
-                quantile(0.95, "openai_latency_phase_duration_seconds", "openai_latency_phase", M),
-                "{{openai_latency_phase}}",
-                "A",
-                exemplar=True,
-            )
-        ],
+        [percentile(0.95, "openai_latency_phase_duration_seconds", phase, legend=label(phase))],
         unit="s",
-        w=12,
     )
     d.panel(
         "Phase and sub-phase span p95 (spanmetrics)",
         "The collector's spanmetrics connector turns every span into a duration histogram per span "
         "name, so each phase span (openai.*) and HTTP sub-phase span (http.pool_wait, http.connect, "
         "http.tls, http.send, http.server_wait) gets a p95 without any extra instrumentation.",
-        [
-            q(
-                quantile(0.95, "traces_span_metrics_duration_seconds", "span_name", PHASE_SPANS),
-                "{{span_name}}",
-                "A",
-                exemplar=True,
-            )
-        ],
+        [percentile(0.95, SPAN_DURATION, "span_name", PHASE_SPANS, legend=label("span_name"))],
         unit="s",
-        w=12,
     )
     d.panel(
         "Operation span p95 by span name (spanmetrics)",
         "The operation spans (`chat {model}`, ...) as seen by the collector, per server.address.",
         [
-            q(
-                quantile(
-                    0.95, "traces_span_metrics_duration_seconds", "span_name, server_address", OPERATION_SPANS
-                ),
-                "{{span_name}} @ {{server_address}}",
-                "A",
-                exemplar=True,
+            percentile(
+                0.95,
+                SPAN_DURATION,
+                "span_name, server_address",
+                OPERATION_SPANS,
+                legend=f"{label('span_name')} @ {label('server_address')}",
             )
         ],
         unit="s",
-        w=12,
     )
 
     d.row("Retries and failures")
@@ -316,35 +267,34 @@ def build() -> dict[str, Any]:
         "Retries per second by error.type",
         "openai_latency.retries: attempts the SDK retried, by the error.type of the failed attempt "
         "(429 rate limits, 5xx, timeouts). Time spent waiting is the retry_backoff phase.",
-        [q(f"sum by (error_type) (rate(openai_latency_retries_total{{{M}}}[{RI}]))", "{{error_type}}", "A")],
+        [Query(sum_rate("error_type", "openai_latency_retries_total"), label("error_type"))],
         unit="short",
-        w=12,
         stack=True,
     )
     d.panel(
         "Failed LLM spans per second by error.type (spanmetrics)",
         "Operation spans with status ERROR counted by the collector, split by error.type.",
         [
-            q(
-                f"sum by (error_type) (rate(traces_span_metrics_calls_total{{{OPERATION_SPANS}, "
-                f'status_code="STATUS_CODE_ERROR"}}[{RI}]))',
-                "{{error_type}}",
-                "A",
+            Query(
+                sum_rate(
+                    "error_type",
+                    "traces_span_metrics_calls_total",
+                    f'{OPERATION_SPANS}, status_code="STATUS_CODE_ERROR"',
+                ),
+                label("error_type"),
             )
         ],
         unit="short",
-        w=12,
         stack=True,
     )
     d.panel(
         "Slowest spans right now (p95 over 5 min, spanmetrics)",
         "Top 15 span names by p95 duration over the last 5 minutes.",
         [
-            q(
+            Query(
                 "topk(15, histogram_quantile(0.95, sum by (le, span_name, gen_ai_request_model) "
-                "(rate(traces_span_metrics_duration_seconds_bucket[5m]))))",
-                "{{span_name}}",
-                "A",
+                f"(rate({SPAN_DURATION}_bucket[5m]))))",
+                label("span_name"),
                 instant=True,
             )
         ],
@@ -380,8 +330,8 @@ def build() -> dict[str, Any]:
                     "label": "model",
                     "type": "query",
                     "datasource": DS,
-                    "query": {"query": f"label_values({calls}, gen_ai_request_model)", "refId": "model"},
-                    "definition": f"label_values({calls}, gen_ai_request_model)",
+                    "query": {"query": f"label_values({CALLS}, gen_ai_request_model)", "refId": "model"},
+                    "definition": f"label_values({CALLS}, gen_ai_request_model)",
                     "refresh": 2,
                     "multi": True,
                     "includeAll": True,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -29,6 +30,8 @@ _REQUEST_PARAMS = {
     "seed": gen_ai.GEN_AI_REQUEST_SEED,
     "n": gen_ai.GEN_AI_REQUEST_CHOICE_COUNT,
 }
+
+_OPTIONAL_PARAMS = frozenset((*_REQUEST_PARAMS, "stop", "service_tier", "encoding_format", "dimensions"))
 
 # Known OpenAI-compatible hosts -> gen_ai.provider.name: the semconv well-known value where one exists
 # (GenAiProviderNameValues: azure.ai.openai, azure.ai.inference, deepseek, groq, mistral_ai, perplexity,
@@ -55,17 +58,6 @@ _PROVIDER_HOSTS = (
 )
 _LOCAL_PORTS = {11434: "ollama", 8000: "vllm"}
 
-_RATELIMIT_HEADERS = (
-    "limit-requests",
-    "limit-tokens",
-    "remaining-requests",
-    "remaining-tokens",
-    "reset-requests",
-    "reset-tokens",
-)
-_WANTED_HEADERS = frozenset(
-    ("x-request-id", "openai-processing-ms", *("x-ratelimit-" + name for name in _RATELIMIT_HEADERS))
-)
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -83,31 +75,51 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
     if is_given(model):
         attributes[gen_ai.GEN_AI_REQUEST_MODEL] = str(model)
     attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
-    for name, key in _REQUEST_PARAMS.items():
-        value = kwargs.get(name)
-        if is_given(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            attributes[key] = value
-    stop = kwargs.get("stop")
-    if isinstance(stop, str):
-        attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
-    elif isinstance(stop, (list, tuple)) and all(isinstance(s, str) for s in stop):
-        attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
-    tier = kwargs.get("service_tier")
-    if isinstance(tier, str):
-        attributes[openai_attrs.OPENAI_REQUEST_SERVICE_TIER] = tier
-    encoding = kwargs.get("encoding_format")
-    if isinstance(encoding, str):
-        attributes[gen_ai.GEN_AI_REQUEST_ENCODING_FORMATS] = [encoding]
-    dimensions = kwargs.get("dimensions")
-    if operation == "embeddings" and isinstance(dimensions, int) and not isinstance(dimensions, bool):
-        attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
+    # One pass over what the caller passed (a few keys), not over every parameter we know.
+    for name in kwargs.keys() & _OPTIONAL_PARAMS:
+        value = kwargs[name]
+        key = _REQUEST_PARAMS.get(name)
+        if key is not None:
+            if name == "max_tokens" and key in attributes:
+                continue  # max_completion_tokens / max_output_tokens win, whatever the set's order
+            if is_given(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[key] = value
+        elif name == "stop":
+            if isinstance(value, str):
+                attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = [value]
+            elif isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
+                attributes[gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES] = list(value)
+        elif name == "service_tier":
+            if isinstance(value, str):
+                attributes[openai_attrs.OPENAI_REQUEST_SERVICE_TIER] = value
+        elif name == "encoding_format":
+            if isinstance(value, str):
+                attributes[gen_ai.GEN_AI_REQUEST_ENCODING_FORMATS] = [value]
+        elif operation == "embeddings" and isinstance(value, int) and not isinstance(value, bool):
+            attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = value  # dimensions
     return attributes
+
+
+_BY_CLIENT: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+"""client -> (its base_url object, the attributes read from it): reading them parses the URL."""
 
 
 def client_attributes(client: Any) -> dict[str, Any]:
     """gen_ai.provider.name, server.address and server.port from the SDK client object."""
-    attributes: dict[str, Any] = {}
     url = getattr(client, "base_url", None)
+    try:
+        cached = _BY_CLIENT.get(client)
+    except TypeError:  # not weak-referenceable (None, a stand-in)
+        return _url_attributes(client, url)
+    if cached is not None and cached[0] is url:
+        return dict(cached[1])
+    attributes = _url_attributes(client, url)
+    _BY_CLIENT[client] = (url, attributes)
+    return dict(attributes)
+
+
+def _url_attributes(client: Any, url: Any) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
     host = getattr(url, "host", None)
     port = getattr(url, "port", None)
     scheme = getattr(url, "scheme", "https")
@@ -243,28 +255,30 @@ def _first_int(obj: Any, *names: str) -> int | None:
 
 
 def header_attributes(headers: Mapping[str, str] | None) -> dict[str, Any]:
-    """x-request-id, openai-processing-ms and x-ratelimit-* of the final response."""
-    if headers is None:
-        return {}
-    # One pass over the headers (an httpx lookup scans them all, and we want nine)
-    wanted = {name: value for name, value in headers.items() if name in _WANTED_HEADERS}
+    """x-request-id, openai-processing-ms and x-ratelimit-* of the final response, in one pass.
+
+    httpx's ``items()`` decodes every header (and detects the encoding); its ``raw`` pairs let us
+    decode only the nine we read. Rate-limit attributes exist only when their header does.
+    """
     attributes: dict[str, Any] = {}
-    request_id = wanted.get("x-request-id")
-    if request_id:
-        attributes["openai_latency.request_id"] = request_id
-    processing = _parse_float(wanted.get("openai-processing-ms"))
-    if processing is not None:
-        attributes["openai_latency.server.processing_time"] = processing / 1000.0
-    for name in _RATELIMIT_HEADERS:
-        raw = wanted.get("x-ratelimit-" + name)
-        if raw is None:
-            continue
-        value = parse_reset_duration(raw) if name.startswith("reset") else _parse_int(raw)
-        if value is not None:
-            attributes["openai_latency.ratelimit." + name.replace("-", "_")] = value
+    if headers is None:
+        return attributes
+    raw = getattr(headers, "raw", None)
+    pairs = (
+        raw
+        if isinstance(raw, list)
+        else [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    )
+    for key, value in pairs:
+        spec = _HEADERS.get(key.lower()) if isinstance(key, bytes) else None
+        if spec is not None and isinstance(value, bytes):
+            parsed = spec[1](value.decode("latin-1"))
+            if parsed is not None:
+                attributes[spec[0]] = parsed
     return attributes
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_reset_duration(raw: str) -> float | None:
     """``6m0s`` -> 360.0, ``1.5s`` -> 1.5, ``120ms`` -> 0.12, ``2`` -> 2.0 (seconds)."""
     text = raw.strip()
@@ -286,11 +300,33 @@ def _parse_float(raw: str | None) -> float | None:
         return None
 
 
+def _processing_seconds(raw: str) -> float | None:
+    milliseconds = _parse_float(raw)
+    return None if milliseconds is None else milliseconds / 1000.0
+
+
+def _text(raw: str) -> str | None:
+    return raw or None
+
+
 def _parse_int(raw: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
         return None
+
+
+_HEADERS: dict[bytes, tuple[str, Callable[[str], Any]]] = {
+    b"x-request-id": ("openai_latency.request_id", _text),
+    b"openai-processing-ms": ("openai_latency.server.processing_time", _processing_seconds),
+    b"x-ratelimit-limit-requests": ("openai_latency.ratelimit.limit_requests", _parse_int),
+    b"x-ratelimit-limit-tokens": ("openai_latency.ratelimit.limit_tokens", _parse_int),
+    b"x-ratelimit-remaining-requests": ("openai_latency.ratelimit.remaining_requests", _parse_int),
+    b"x-ratelimit-remaining-tokens": ("openai_latency.ratelimit.remaining_tokens", _parse_int),
+    b"x-ratelimit-reset-requests": ("openai_latency.ratelimit.reset_requests", parse_reset_duration),
+    b"x-ratelimit-reset-tokens": ("openai_latency.ratelimit.reset_tokens", parse_reset_duration),
+}
+"""Response header (lowercase) -> (attribute, parser returning the value or None)."""
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -25,7 +25,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Settings:
-    phase_spans: str = "detailed"
+    phase_spans: str = "phases"
+    """``phases``: the phase spans, the http.* sub-phases as attributes of each network_wait;
+    ``detailed``: the http.* sub-phases as spans too; ``off``: the operation span only."""
+    phase_metrics: bool = False
+    """``openai_latency.phase.duration`` points (one per phase and http.* sub-phase of every call)."""
     stream_usage: str = "off"
     stall_threshold: float = 2.0
     trace_dns: bool = False
@@ -35,6 +39,11 @@ class Settings:
 
     @property
     def http_subphases(self) -> bool:
+        """The http.* sub-phases are computed (as attributes in ``phases``, as spans in ``detailed``)."""
+        return self.phase_spans != "off"
+
+    @property
+    def http_subphase_spans(self) -> bool:
         return self.phase_spans == "detailed"
 
     @property
@@ -78,6 +87,7 @@ def _positive_int(raw: str) -> int:
 
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "phase_spans": ("OPENAI_LATENCY_PHASE_SPANS", _choice(PHASE_SPANS_MODES), "|".join(PHASE_SPANS_MODES)),
+    "phase_metrics": ("OPENAI_LATENCY_PHASE_METRICS", _bool, "true|false"),
     "stream_usage": (
         "OPENAI_LATENCY_STREAM_USAGE",
         _choice(STREAM_USAGE_MODES),

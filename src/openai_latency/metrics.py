@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.metrics import Histogram, Meter
 
 # Explicit bucket advice of the GenAI semantic conventions (docs/gen-ai/gen-ai-metrics.md).
@@ -41,6 +42,10 @@ TIME_PER_OUTPUT_TOKEN_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 
 # Phases (and http.* sub-phases) go down to fractions of a millisecond: finer low end, same top.
 PHASE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, *DURATION_BUCKETS)
 
+UNLINKED = trace.set_span_in_context(trace.INVALID_SPAN)
+"""A context without a (sampled) span: points recorded in it offer no exemplar. Not an empty context:
+the SDK replaces a falsy context with the current one."""
+
 # Span attributes that metric points may carry (DESIGN §4: never ids, never content).
 METRIC_ATTRIBUTES = (
     "gen_ai.operation.name",
@@ -53,11 +58,23 @@ METRIC_ATTRIBUTES = (
 )
 
 
+def metric_attributes(*sources: Mapping[str, Any]) -> dict[str, Any]:
+    """:data:`METRIC_ATTRIBUTES` from the first of ``sources`` that has each (no merged copy)."""
+    out: dict[str, Any] = {}
+    for key in METRIC_ATTRIBUTES:
+        for source in sources:
+            if key in source:
+                out[key] = source[key]
+                break
+    return out
+
+
 @dataclass
 class Measurements:
     """What one finished call contributes to the metrics, in seconds and tokens."""
 
-    span_attributes: Mapping[str, Any]
+    attributes: dict[str, Any]
+    """The point attributes: the span's :data:`METRIC_ATTRIBUTES` it has."""
     duration: float
     phases: list[tuple[str, float]] = field(default_factory=list)
     input_tokens: int | None = None
@@ -134,12 +151,18 @@ class Metrics:
         )
 
     def record(self, m: Measurements, context: otel_context.Context) -> None:
-        base = {key: m.span_attributes[key] for key in METRIC_ATTRIBUTES if key in m.span_attributes}
+        """Records ``m``. Only the latency points users open traces from (duration, time to first
+        chunk/token, time per output token) get ``context``, so an exemplar filter links them to the
+        trace; the others get a span-less context: offering exemplars for token counts, phase
+        points and retries costs the SDK's reservoir on every point and links nothing useful."""
+        base = m.attributes
         self.duration.record(m.duration, base, context=context)
         if m.input_tokens is not None:
-            self.token_usage.record(m.input_tokens, {**base, "gen_ai.token.type": "input"}, context=context)
+            self.token_usage.record(m.input_tokens, {**base, "gen_ai.token.type": "input"}, context=UNLINKED)
         if m.output_tokens is not None:
-            self.token_usage.record(m.output_tokens, {**base, "gen_ai.token.type": "output"}, context=context)
+            self.token_usage.record(
+                m.output_tokens, {**base, "gen_ai.token.type": "output"}, context=UNLINKED
+            )
         if m.time_to_first_chunk is not None:
             self.time_to_first_chunk.record(m.time_to_first_chunk, base, context=context)
         if m.time_to_first_token is not None:
@@ -147,8 +170,8 @@ class Metrics:
         if m.time_per_output_token is not None:
             self.time_per_output_token.record(m.time_per_output_token, base, context=context)
         for gap in m.chunk_gaps:
-            self.time_per_output_chunk.record(gap, base, context=context)
+            self.time_per_output_chunk.record(gap, base, context=UNLINKED)
         for phase, seconds in m.phases:
-            self.phase_duration.record(seconds, {**base, "openai_latency.phase": phase}, context=context)
+            self.phase_duration.record(seconds, {**base, "openai_latency.phase": phase}, context=UNLINKED)
         for error_type in m.retries:
-            self.retries.add(1, {**base, "error.type": error_type}, context=context)
+            self.retries.add(1, {**base, "error.type": error_type}, context=UNLINKED)

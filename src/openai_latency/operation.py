@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -19,8 +19,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from . import attributes as attrs
 from ._guard import guarded, report
 from .config import Settings
-from .metrics import Measurements, Metrics
-from .timeline import PHASE_NAMES, Phase, Timeline, clock, to_epoch_ns
+from .metrics import Measurements, Metrics, metric_attributes
+from .timeline import PHASE_NAMES, Phase, Timeline, clock, subphase_attributes, to_epoch_ns
 
 if TYPE_CHECKING:
     from .content import ContentCapture
@@ -67,11 +67,14 @@ class StreamStats:
     output_gaps: int = 0
     """Observed server-side gaps between output chunks (arrival to arrival), sum and count."""
     last_activity_ns: int = 0
-    gaps: array[int] = field(default_factory=lambda: array("q"))
+    gaps: array[int] | None = None
+    """Observed server-side gaps (ns), made at the first one: most calls are not streams."""
     stalls: list[tuple[int, int, int]] | None = None
     """(chunk index, gap ns, mono ns) for gaps above the stall threshold."""
-    first_item: Any = None
+    first_attributes: dict[str, Any] | None = None
+    """Response attributes of the first chunk (id, model...), read when it came."""
     final_item: Any = None
+    """The final Response of a Responses stream (its last event)."""
     usage: Any = None
     finish_reasons: list[str] | None = None
     error_item: Any = None
@@ -172,7 +175,7 @@ class Operation:
         span = self.span
         span.set_attributes(summary)
         if settings.any_phase_spans:
-            self._emit_phase_spans(phases, settings.http_subphases)
+            self._emit_phase_spans(phases, settings.http_subphase_spans)
         self._add_stall_events()
         if error is not None and end_state != "cancelled":
             span.set_status(Status(StatusCode.ERROR, str(error)[:256]))
@@ -192,7 +195,7 @@ class Operation:
     def _record_metrics(self, phases: list[Phase], summary: dict[str, Any]) -> None:
         metrics = self.telemetry.metrics
         if metrics is not None:
-            metrics.record(self._measurements(phases, {**self.attributes, **summary}), self.context)
+            metrics.record(self._measurements(phases, summary), self.context)
 
     def start_attempt_span(self, start_ns: int) -> Span | None:
         """The ``openai.network_wait`` span of an attempt starting now (phase spans on), else None."""
@@ -253,9 +256,10 @@ class Operation:
         if self.timeline.first_output_ns:
             ttft = self.timeline.first_output_ns - start - st.consumer_before_output_ns
             out["openai_latency.time_to_first_token"] = ttft * _NS
-        for item in (st.first_item, st.final_item):
-            if item is not None:
-                out.update(attrs.response_attributes(item))
+        if st.first_attributes:
+            out.update(st.first_attributes)
+        if st.final_item is not None:
+            out.update(attrs.response_attributes(st.final_item))
         if st.usage is not None:
             out.update(attrs.usage_attributes(st.usage))
         if st.finish_reasons:
@@ -278,16 +282,19 @@ class Operation:
         return out
 
     @guarded()  # on its own: a failing span processor still leaves the operation span its status
-    def _emit_phase_spans(self, phases: list[Phase], http_subphases: bool) -> None:
+    def _emit_phase_spans(self, phases: list[Phase], subphase_spans: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:
             if phase.span is not None:  # started with its attempt: complete it
                 span = phase.span
-                span.set_attributes({"openai_latency.phase": phase.name, **phase.attributes})
+                attributes = {"openai_latency.phase": phase.name, **phase.attributes}
+                if phase.children and not subphase_spans:
+                    attributes.update(subphase_attributes(phase.children))
+                span.set_attributes(attributes)
                 span.end(end_time=to_epoch_ns(phase.end_ns))
             else:
                 span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
-            if http_subphases and phase.children:
+            if subphase_spans and phase.children:
                 parent = trace.set_span_in_context(span)
                 for child in phase.children:
                     _emit(tracer, parent, child.name, child.name.split(".", 1)[1], child)
@@ -303,26 +310,31 @@ class Operation:
                 timestamp=to_epoch_ns(at_ns),
             )
 
-    def _measurements(self, phases: list[Phase], attributes: dict[str, Any]) -> Measurements:
+    def _measurements(self, phases: list[Phase], summary: dict[str, Any]) -> Measurements:
+        """What the call adds to the metrics; ``summary``: the attributes set when it ended."""
         st = self.stream
-        # One phase.duration point per phase, whatever phase_spans says; http.* sub-phases only come
-        # with phase_spans=detailed (a metric point costs the SDK about as much as a span).
+        # phase.duration points only when asked for (OPENAI_LATENCY_PHASE_METRICS): a metric point
+        # costs the OTel SDK about two thirds of a span, and the phase spans (spanmetrics) and the
+        # operation span's openai_latency.phase.* attributes carry the same durations.
         flat: list[tuple[str, float]] = []
-        for phase in phases:
-            flat.append((phase.name, phase.duration_ns * _NS))
-            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
+        if self.telemetry.settings.phase_metrics:
+            for phase in phases:
+                flat.append((phase.name, phase.duration_ns * _NS))
+                flat.extend(
+                    (child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children
+                )
         streaming = self.timeline.streaming
         return Measurements(
-            span_attributes=attributes,
+            attributes=metric_attributes(summary, self.attributes),
             duration=(self.timeline.end_ns - self.timeline.start_ns) * _NS,
             phases=flat,
-            input_tokens=attributes.get("gen_ai.usage.input_tokens"),
-            output_tokens=attributes.get("gen_ai.usage.output_tokens"),
-            time_to_first_chunk=attributes.get("gen_ai.response.time_to_first_chunk") if streaming else None,
-            time_to_first_token=attributes.get("openai_latency.time_to_first_token") if streaming else None,
-            time_per_output_token=attributes.get("openai_latency.time_per_output_token"),
-            chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)],
-            retries=attributes.get("openai_latency.retry.error_types", []),  # set by _summary
+            input_tokens=summary.get("gen_ai.usage.input_tokens"),
+            output_tokens=summary.get("gen_ai.usage.output_tokens"),
+            time_to_first_chunk=summary.get("gen_ai.response.time_to_first_chunk") if streaming else None,
+            time_to_first_token=summary.get("openai_latency.time_to_first_token") if streaming else None,
+            time_per_output_token=summary.get("openai_latency.time_per_output_token"),
+            chunk_gaps=[gap * _NS for gap in _spread_sample(st.gaps, MAX_GAP_POINTS)] if st.gaps else (),
+            retries=summary.get("openai_latency.retry.error_types", []),  # set by _summary
         )
 
 

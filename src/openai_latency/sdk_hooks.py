@@ -209,7 +209,7 @@ class Hooks:
     @guarded()
     def attempt_returned(self, op: Operation, attempt: Attempt, response: Any, stream: bool) -> None:
         now = clock()
-        attempt.end_ns = now
+        attempt.settle(now)
         attempt.status_code = response.status_code
         if not attempt.headers_ns:
             attempt.headers_ns = now
@@ -223,7 +223,7 @@ class Hooks:
 
     @guarded()
     def attempt_raised(self, attempt: Attempt, exc: BaseException) -> None:
-        attempt.end_ns = clock()
+        attempt.settle(clock())
         attempt.error_type = attrs.qualified_name(type(exc))
 
     def send(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:

@@ -14,11 +14,13 @@ Gaps, time per output token, stalls and time to first token use server-side time
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from ._guard import report
 from .operation import Operation, StreamStats
+from .attributes import response_attributes
 from .stream_usage import is_usage_only
 from .timeline import clock
 
@@ -29,8 +31,8 @@ Observer = Callable[[StreamStats, Any], bool]
 
 
 def _observe_chat(st: StreamStats, chunk: Any) -> bool:
-    if st.first_item is None:
-        st.first_item = chunk
+    if st.first_attributes is None:  # read now: no chunk is kept alive (O(1) memory per stream)
+        st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
@@ -48,8 +50,8 @@ def _observe_chat(st: StreamStats, chunk: Any) -> bool:
 
 
 def _observe_completions(st: StreamStats, chunk: Any) -> bool:
-    if st.first_item is None:
-        st.first_item = chunk
+    if st.first_attributes is None:
+        st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
@@ -84,7 +86,7 @@ def _observe_responses(st: StreamStats, event: Any) -> bool:
         if event_type == "response.failed":
             st.error_item = getattr(response, "error", None) or event
     elif event_type == "response.created":
-        st.first_item = getattr(event, "response", None)
+        st.first_attributes = response_attributes(getattr(event, "response", None))
     elif event_type == "error":
         st.error_item = event
     return False
@@ -136,6 +138,8 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
         st.first_chunk_ns = t1 if blocked else t1 - st.consumer_ns
     elif blocked:
         gap = t1 - st.last_activity_ns
+        if st.gaps is None:
+            st.gaps = array("q")
         st.gaps.append(gap)
         if gap > st.max_gap_ns:
             st.max_gap_ns = gap

@@ -51,9 +51,22 @@ class Attempt:
     span: Any = None
     """Its ``openai.network_wait`` span, started with the attempt so that spans made during the send
     (an HTTP client instrumentation's, a server's through ``traceparent``) nest under it."""
+    _times: dict[str, int] | None = field(default=None, repr=False)
+
+    def settle(self, now: int) -> None:
+        """The attempt's send returned (or raised) at ``now``: its headers time (the trace event, else
+        ``now``) and whether it opened a connection, from the trace events received so far (every
+        event that the sub-phases use comes before the send returns)."""
+        self.end_ns = now
+        times = self._times = self._first_times()
+        self.new_connection = "connect_tcp.started" in times
+        self.headers_ns = times.get("receive_response_headers.complete", 0)
 
     def event_times(self) -> dict[str, int]:
         """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
+        return self._times if self._times is not None else self._first_times()
+
+    def _first_times(self) -> dict[str, int]:
         times: dict[str, int] = {}
         for name, ns in reversed(self.events):
             times[name.partition(".")[2]] = ns
@@ -69,7 +82,11 @@ class Attempt:
 
     @property
     def connection_reused(self) -> bool | None:
-        return not self.new_connection if self.events else None
+        if not self.events:
+            return None
+        if self._times is None:  # still in flight (the call was cancelled or abandoned meanwhile)
+            return "connect_tcp.started" not in self._first_times()
+        return not self.new_connection
 
 
 @dataclass
@@ -184,6 +201,18 @@ def _network_wait(
         attributes["openai_latency.connection.reused"] = reused
     children = _http_subphases(attempt, end) if http_subphases and attempt.events else []
     return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
+
+
+def subphase_attributes(children: list[Phase]) -> dict[str, Any]:
+    """A network_wait's http.* sub-phases as its attributes (``phase_spans=phases``): seconds per
+    sub-phase (``openai_latency.http.connect``...) and the first one that failed
+    (``openai_latency.http.failed``, e.g. ``http.tls``)."""
+    out: dict[str, Any] = {}
+    for child in children:
+        out["openai_latency." + child.name] = child.duration_ns * 1e-9
+        if "error.type" in child.attributes and "openai_latency.http.failed" not in out:
+            out["openai_latency.http.failed"] = child.name
+    return out
 
 
 def _backoff(backoff: Backoff) -> Phase:

@@ -70,6 +70,7 @@ def backend_env(spec: BackendSpec, receiver: OtlpReceiver, fake: SpawnedServer) 
         # the traceparent the LLM server sees can then only come from our instrumentation.
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled_instrumentations(),
         "OPENAI_LATENCY_PHASE_SPANS": "detailed",
+        "OPENAI_LATENCY_PHASE_METRICS": "true",
         "OPENAI_LATENCY_PROPAGATE": "true" if spec.propagate else "false",
     }
 

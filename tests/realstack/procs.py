@@ -3,13 +3,27 @@
 A process that exits before it is ready fails the start at once with the end of its own log (e.g.
 the collector's "invalid configuration" message), not with a timeout. Every started process is
 registered in :data:`STARTED`; ``conftest.py`` checks at the end of the session that none is left.
+
+Three layers make sure nothing outlives the run, whatever ends it:
+- a failing step: the fixtures' ``with Stack(...)`` stops their services by PID (SIGTERM to the
+  process group, SIGKILL after a timeout), and ``conftest.py`` stops and reports any leftover;
+- SIGTERM/SIGHUP to pytest (CI cancelling a job, ``timeout``): ``conftest.py`` turns the first one
+  into a KeyboardInterrupt, so the same teardown runs;
+- pytest itself killed (SIGKILL, a crash): every service is started with ``PR_SET_PDEATHSIG``, so
+  the kernel sends it SIGKILL when pytest's main thread is gone (the stack's processes do not fork
+  workers, so that covers them; the load generator's and backend's own children would need their
+  group stopped, which the two layers above do).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +38,23 @@ LOG_TAIL_LINES = 40
 
 # Every process started by this package, in start order (pid, name, log path).
 STARTED: list[Service] = []
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """``preexec_fn`` (runs in the child between fork and exec; survives the exec): SIGKILL to the
+    child when the thread that started it, pytest's main thread, is gone."""
+
+    def preexec() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # pytest died between fork and prctl: nobody would stop us
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 class ServiceFailed(RuntimeError):
@@ -43,6 +74,33 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
             return 200 <= int(response.status) < 300
     except (urllib.error.URLError, OSError):
         return False
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first, then ppid, pgrp, ...;
+    [19] is the start time), or None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def running_pid(pid: int) -> bool:
+    """The process exists and is not a zombie (one that only waits for its parent to reap it)."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in "ZX"
+
+
+def group_members(pgid: int) -> list[int]:
+    """The running (not zombie) processes of a process group, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = proc_stat(int(entry.name))
+            if stat is not None and stat[0] not in "ZX" and int(stat[2]) == pgid:
+                found.append(int(entry.name))
+    return sorted(found)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -69,6 +127,10 @@ class Service:
         self.argv = list(argv)
         self.log_path = log_dir / f"{name}.log"
         self.env = dict(env or {})
+        if threading.current_thread() is not threading.main_thread():
+            # PR_SET_PDEATHSIG fires when the starting *thread* ends: a worker thread would take
+            # the service with it when it finishes.
+            raise RuntimeError(f"start {name} from the main thread")
         full_env = dict(os.environ)
         full_env.update(env or {})
         self._log = self.log_path.open("ab")
@@ -82,6 +144,7 @@ class Service:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
         )
         STARTED.append(self)
         if ready is not None:

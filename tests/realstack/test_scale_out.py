@@ -10,6 +10,14 @@ trace id, over the same consistent-hash ring) is the exporter's own either way.
 
 Ground truth is the gateways' files (every span, before sampling); what was kept is what Jaeger
 holds. The gateway config's own decision_wait (60 s) is kept, so this module waits that long.
+
+The sampling decisions are checked three ways: Jaeger holds exactly the traces that the gateway's
+policies select when applied here to the spans of the files (the four OTTL conditions re-stated in
+Python, and the probabilistic baseline recomputed from each trace id: FNV-1a over the policy's
+hash salt and the id's 16 bytes, kept when at most 10 % of 2^64, as the tail_sampling processor's
+probabilistic.go does); the gateways' own decision counters (per policy, scraped from their
+telemetry endpoints) match those same counts; and the fast successful traces kept lie within
+binomial bounds that exclude zero.
 """
 
 from __future__ import annotations
@@ -21,9 +29,12 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from . import load, otlpfile
 from .apis import JaegerApi, PrometheusApi, Trace
@@ -37,13 +48,21 @@ from .components import (
     start_prometheus,
 )
 from .procs import ROOT, Stack, wait_until
-from .test_single_collector import SERVICE, report_json
+from .test_single_collector import SERVICE, report_json, spread
 
-N_FAST = 150
-BASELINE = 0.10  # gateway.yaml: probabilistic sampling_percentage 10
+# 300 fast calls: at the 10 % baseline, 30 kept on average, and the 4.5-standard-deviation band
+# [7, 53] excludes 0 (with 150 it was [-1.5, 31.5]: sampling nothing at all would have passed).
+N_FAST = 300
+GATEWAY_CONFIG: dict[str, Any] = yaml.safe_load((ROOT / "collector" / "gateway.yaml").read_text())
+TAIL_SAMPLING: dict[str, Any] = GATEWAY_CONFIG["processors"]["tail_sampling"]
+POLICIES = [p["name"] for p in TAIL_SAMPLING["policies"]]
+_BASELINE = next(p for p in TAIL_SAMPLING["policies"] if p["name"] == "baseline")["probabilistic"]
+BASELINE = float(_BASELINE["sampling_percentage"]) / 100
+# tail_sampling's probabilistic.go: defaultHashSalt when hash_salt is not set
+HASH_SALT = _BASELINE.get("hash_salt") or "default-hash-seed"
 SLOW_S = 8.0  # gateway.yaml: slow-llm-operation
 TTFT_S = 2.0  # gateway.yaml: slow-first-token
-DECISION_WAIT_S = 60  # gateway.yaml: decision_wait
+DECISION_WAIT_S = int(str(TAIL_SAMPLING["decision_wait"]).removesuffix("s"))
 
 JOBS = (
     [load.scenario("slow", "o3-mini", False, delay_ms="8500")] * 2
@@ -59,6 +78,50 @@ JOBS = (
 )
 
 
+_FNV64_OFFSET = 0xCBF29CE484222325
+_FNV64_PRIME = 0x100000001B3
+_U64 = 2**64 - 1
+
+
+def fnv1a_64(data: bytes) -> int:
+    h = _FNV64_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV64_PRIME) & _U64
+    return h
+
+
+# calculateThreshold: MaxUint64 * ratio (the ratio as the float64 Go computes, 10.0/100)
+BASELINE_THRESHOLD = int(Fraction(_U64) * Fraction(BASELINE))
+
+
+def baseline_samples(trace_id: str) -> bool:
+    """The probabilistic policy's decision for this trace id (hex, as in the OTLP JSON files)."""
+    return fnv1a_64(HASH_SALT.encode() + bytes.fromhex(trace_id)) <= BASELINE_THRESHOLD
+
+
+def matching_policies(trace_id: str, spans: list[otlpfile.FileSpan]) -> set[str]:
+    """The policies of gateway.yaml that sample this trace, evaluated here on its spans: the OTTL
+    span conditions (any span of the trace matching) and the baseline."""
+    matched = set()
+    for s in spans:
+        a = s.attributes
+        op = "gen_ai.operation.name" in a
+        if op and s.status_code == otlpfile.STATUS_ERROR:
+            matched.add("failed-llm-calls")
+        if op and s.duration_ns > SLOW_S * 1e9:
+            matched.add("slow-llm-operation")
+        if (
+            a.get("openai_latency.time_to_first_token") is not None
+            and a["openai_latency.time_to_first_token"] > TTFT_S
+        ):
+            matched.add("slow-first-token")
+        if op and a.get("http.request.resend_count") is not None and a["http.request.resend_count"] > 0:
+            matched.add("retried-llm-calls")
+    if baseline_samples(trace_id):
+        matched.add("baseline")
+    return matched
+
+
 @dataclass
 class ScaleOut:
     gateways: list[Collector]
@@ -68,7 +131,10 @@ class ScaleOut:
     outcomes: Counter[tuple[str, str]]
     started_at: float
     files: dict[str, list[otlpfile.FileSpan]] = field(default_factory=dict)  # trace id -> spans
-    kept: dict[str, Trace] = field(default_factory=dict)  # trace id -> what Jaeger holds
+    kept: dict[str, Trace] = field(default_factory=dict)  # trace id -> what Jaeger holds (GET /ask)
+    kept_all: set[str] = field(default_factory=set)  # every trace id of the service Jaeger holds
+    # (policy, decision) -> traces, summed over both gateways, from their own counters
+    decisions: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def ask_traces(self) -> dict[str, list[otlpfile.FileSpan]]:
         return {
@@ -100,9 +166,9 @@ def collector_metric(collector: Collector, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.split("{", 1)[0].split(" ")[0] == name)
 
 
-def policy_decisions(gateways: list[Collector]) -> dict[str, int]:
-    """'policy decision' -> traces, summed over the gateways (read from them, not from a scrape)."""
-    out: Counter[str] = Counter()
+def policy_decisions(gateways: list[Collector]) -> dict[tuple[str, str], int]:
+    """(policy, decision) -> traces, summed over the gateways (read from them, not from a scrape)."""
+    out: Counter[tuple[str, str]] = Counter()
     name = "otelcol_processor_tail_sampling_count_traces_sampled"
     for gateway in gateways:
         with urllib.request.urlopen(f"http://127.0.0.1:{gateway.telemetry}/metrics", timeout=10) as r:
@@ -111,7 +177,7 @@ def policy_decisions(gateways: list[Collector]) -> dict[str, int]:
                     labels = dict(
                         item.split("=", 1) for item in line[len(name) + 1 : line.index("}")].split(",")
                     )
-                    key = f"{labels['policy'].strip(chr(34))} {labels['decision'].strip(chr(34))}"
+                    key = (labels["policy"].strip('"'), labels["decision"].strip('"'))
                     out[key] += int(float(line.rsplit(" ", 1)[1]))
     return dict(sorted(out.items()))
 
@@ -185,6 +251,7 @@ def scale_out(binaries: Binaries, module_dir: Path) -> Iterator[ScaleOut]:
             what="every trace decided by both gateways' tail sampling",
         )
         decided_after = time.time() - started
+        everything_in_the_files()  # read again: whatever came in until the last decision
 
         def jaeger_settled() -> bool:
             before = len(run.kept)
@@ -192,11 +259,14 @@ def scale_out(binaries: Binaries, module_dir: Path) -> Iterator[ScaleOut]:
             return before == len(run.kept) > 0
 
         wait_until(jaeger_settled, timeout=40, interval=3, what="Jaeger's trace count settles")
-        decisions = policy_decisions(gateways)
-        (module_dir / "decisions.json").write_text(json.dumps(decisions, indent=1))
+        run.kept_all = {t.trace_id for t in run.jaeger.traces(SERVICE)}
+        run.decisions = policy_decisions(gateways)
+        (module_dir / "decisions.json").write_text(
+            json.dumps([[*k, v] for k, v in run.decisions.items()], indent=1)
+        )
         print(
             f"tail sampling: all decided {decided_after:.0f}s, Jaeger settled {time.time() - started:.0f}s"
-            f" after the load started; decisions {decisions}"
+            f" after the load started; decisions {run.decisions}"
         )
         yield run
 
@@ -224,9 +294,13 @@ def test_kept_traces_are_complete(scale_out: ScaleOut) -> None:
         assert {s.span_id for s in trace.spans} == expected, f"trace {tid} is incomplete in Jaeger"
         several_batches += len({s.line for s in files[tid]}) > 1
     spans = sum(len(t.spans) for t in scale_out.kept.values())
+    per_kind: dict[str, list[int]] = {}
+    for tid, trace in scale_out.kept.items():
+        per_kind.setdefault(kind(files[tid]), []).append(len(trace.spans))
     print(
         f"kept: {len(scale_out.kept)} traces, {spans} spans, all complete;"
-        f" {several_batches} of them arrived in several batches"
+        f" {several_batches} of them arrived in several batches; spans per trace: "
+        + ", ".join(f"{k} {spread(v)}" for k, v in sorted(per_kind.items()))
     )
     assert several_batches > 0
 
@@ -241,17 +315,62 @@ def test_failed_slow_and_retried_traces_are_all_kept(scale_out: ScaleOut) -> Non
     assert not dropped
 
 
+def test_jaeger_holds_exactly_the_traces_the_policies_select(scale_out: ScaleOut) -> None:
+    """Every trace the gateways received (the files), the policies applied here: Jaeger holds those
+    and no others, the fast successful ones among them chosen by the baseline's hash alone."""
+    selected = {tid for tid, spans in scale_out.files.items() if matching_policies(tid, spans)}
+    assert scale_out.kept_all == selected, (
+        f"in Jaeger but not selected: {sorted(scale_out.kept_all - selected)}; "
+        f"selected but not in Jaeger: {sorted(selected - scale_out.kept_all)}"
+    )
+    print(
+        f"all traces the gateways received: {len(scale_out.files)}, selected by the policies here:"
+        f" {len(selected)}, in Jaeger: {len(scale_out.kept_all)} (the same trace ids)"
+    )
+
+
 def test_fast_traces_are_sampled_at_the_baseline_rate(scale_out: ScaleOut) -> None:
     fast = [tid for tid, spans in scale_out.ask_traces().items() if kind(spans) == "fast"]
-    kept = sum(tid in scale_out.kept for tid in fast)
-    # Trace ids are random: kept ~ Binomial(n, 0.10). 4.5 standard deviations: a false failure
-    # about once in 150 000 runs.
+    assert len(fast) == N_FAST
+    kept = {tid for tid in fast if tid in scale_out.kept}
+    by_hash = {tid for tid in fast if baseline_samples(tid)}
+    print(
+        f"fast successful traces: {len(fast)}, kept {len(kept)} ({len(kept) / len(fast):.1%};"
+        f" expected {BASELINE:.0%}); the baseline's hash selects {len(by_hash)} of them"
+    )
+    # Exactly the ones the probabilistic policy's hash selects: not one more, not one less.
+    assert kept == by_hash
+    # Trace ids are random: kept ~ Binomial(n, 0.10). 4.5 standard deviations: a false failure about
+    # once in 150 000 runs; with n = 300 the lower bound is 7, so "sampling stopped" fails here too.
     mean = len(fast) * BASELINE
     sd = math.sqrt(len(fast) * BASELINE * (1 - BASELINE))
-    print(
-        f"fast successful traces: {len(fast)}, kept {kept} ({kept / len(fast):.1%}; expected {BASELINE:.0%})"
+    assert mean - 4.5 * sd > 0
+    assert mean - 4.5 * sd <= len(kept) <= mean + 4.5 * sd
+
+
+def test_gateways_decision_counters_agree(scale_out: ScaleOut) -> None:
+    """The gateways' own count of traces per policy and decision (otelcol_processor_tail_sampling_
+    count_traces_sampled, summed over both) equals what the policies select here from the files."""
+    decided = len(scale_out.files)
+    matched: Counter[str] = Counter()
+    for tid, spans in scale_out.files.items():
+        matched.update(matching_policies(tid, spans))
+    got = scale_out.decisions
+    # the `decision` label of the 0.143.0 processor (processor.go: decisionToAttributes)
+    sampled, not_sampled = "sampled", "not_sampled"
+    assert {d for _, d in got} <= {sampled, not_sampled}, got
+    for policy in POLICIES:
+        assert got.get((policy, sampled), 0) == matched[policy], (policy, got)
+        assert got.get((policy, not_sampled), 0) == decided - matched[policy], (policy, got)
+    fast_kept = sum(
+        tid in scale_out.kept for tid, spans in scale_out.ask_traces().items() if kind(spans) == "fast"
     )
-    assert mean - 4.5 * sd <= kept <= mean + 4.5 * sd
+    assert 0 < fast_kept <= got[("baseline", sampled)]
+    print(
+        f"decision counters of both gateways ({decided} traces each policy): "
+        + ", ".join(f"{p} {got.get((p, sampled), 0)}" for p in POLICIES)
+        + f" sampled; fast successful traces kept {fast_kept} of {N_FAST}"
+    )
 
 
 def test_report_reads_every_call_from_the_gateway_files(scale_out: ScaleOut) -> None:

@@ -157,13 +157,24 @@ def report_json(*args: Path | str) -> dict[str, Any]:
     return data
 
 
+def spread(values: list[int]) -> str:
+    """'7' or '7-12 (median 9)'."""
+    ordered = sorted(values)
+    low, high, median = ordered[0], ordered[-1], ordered[len(ordered) // 2]
+    return str(low) if low == high else f"{low}-{high} (median {median})"
+
+
 def test_every_call_is_one_trace_in_jaeger(single: Run) -> None:
     assert SERVICE in single.jaeger.services()
     assert len(single.traces) == single.calls_sent
     assert all(len(t.operations) == 1 for t in single.traces)
     print(
         f"jaeger: {len(single.traces)} traces for {single.calls_sent} calls, "
-        f"{sum(len(t.spans) for t in single.traces)} spans"
+        f"{sum(len(t.spans) for t in single.traces)} spans; spans per trace "
+        f"{spread([len(t.spans) for t in single.traces])}: "
+        + ", ".join(
+            f"{n} spans x{c}" for n, c in sorted(Counter(len(t.spans) for t in single.traces).items())
+        )
     )
 
 

@@ -31,6 +31,14 @@ def load_yaml(path: Path) -> Any:
         return yaml.safe_load(fh)
 
 
+def load_yaml_text(text: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        _missing("PyYAML missing")
+    return yaml.safe_load(text)
+
+
 def require_tool(name: str) -> str:
     """Path of a command-line tool, or skip naming the installer that provides it."""
     found = shutil.which(name)

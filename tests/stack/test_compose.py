@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import ROOT, load_yaml, require_tool
+from .conftest import ROOT, load_yaml, load_yaml_text, require_tool
 
 OVERRIDE = "deploy/compose.scale-out.yml"
 # Built FROM scratch (no shell, no wget/curl): Docker cannot probe them from inside.
@@ -133,10 +134,39 @@ def test_output_folder_belongs_to_the_collector_user_before_it_starts() -> None:
     init = svcs["otlp-out-init"]
     assert init["user"] == "0:0"
     assert "./out/otlp:/otlp-out" in init["volumes"]
-    assert "chown ${STACK_UID:-0}:${STACK_GID:-0} /otlp-out" in " ".join(init["command"])
+    # -R: a file left root-owned in it by an earlier run as root would crash-loop the collector too.
+    assert "chown -R ${STACK_UID:-0}:${STACK_GID:-0} /otlp-out" in " ".join(init["command"])
     for path, name in (("docker-compose.yml", "collector"), (OVERRIDE, "otel-gateway")):
         svc = services(path)[name]
         assert svc["depends_on"]["otlp-out-init"]["condition"] == "service_completed_successfully"
+
+
+def test_output_folder_init_hands_over_files_left_by_a_root_run(tmp_path: Path) -> None:
+    """The one-shot's command as Compose resolves it with STACK_UID/STACK_GID set, run by a shell as
+    root on a folder holding what an earlier run as root left: folder, files and subfolders end up
+    owned by STACK_UID:STACK_GID (busybox's sh and chown take the same arguments)."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    exe = require_tool("docker-compose")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
+    env.update(STACK_UID="4321", STACK_GID="4322")
+    resolved = subprocess.run(
+        [exe, "config"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    command = load_yaml_text(resolved)["services"]["otlp-out-init"]["command"]
+    assert command[:2] == ["sh", "-c"], command
+    out = tmp_path / "otlp"
+    (out / "old").mkdir(parents=True)
+    for leftover in (out / "traces.jsonl", out / "old" / "metrics.jsonl"):
+        leftover.write_text("{}\n")
+        os.chown(leftover, 0, 0)
+    script = command[2].replace("/otlp-out", str(out))
+    subprocess.run(["sh", "-c", script], check=True, timeout=30)
+    owners = {
+        str(p.relative_to(tmp_path)): (p.stat().st_uid, p.stat().st_gid) for p in [out, *out.rglob("*")]
+    }
+    assert owners == dict.fromkeys(owners, (4321, 4322)), owners
+    assert set(owners) == {"otlp", "otlp/old", "otlp/traces.jsonl", "otlp/old/metrics.jsonl"}
 
 
 def test_jaeger_runs_the_project_config() -> None:

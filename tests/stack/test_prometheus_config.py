@@ -66,3 +66,15 @@ def test_alert_rules_unit_tests() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_a_unit_test_where_it_fires_and_one_where_it_stays_quiet() -> None:
+    rules: dict[str, Any] = load_yaml(ROOT / "deploy" / "prometheus" / "alerts.yml")
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    tests: dict[str, Any] = load_yaml(ROOT / "deploy" / "prometheus" / "alerts.test.yml")
+    cases = [case for t in tests["tests"] for case in t.get("alert_rule_test", [])]
+    fires = {c["alertname"] for c in cases if c.get("exp_alerts")}
+    quiet = {c["alertname"] for c in cases if not c.get("exp_alerts")}
+    assert alerts, "no alerts in alerts.yml"
+    assert alerts - fires == set(), "alerts never seen firing in alerts.test.yml"
+    assert alerts - quiet == set(), "alerts never seen quiet in alerts.test.yml"

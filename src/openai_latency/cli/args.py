@@ -35,6 +35,16 @@ def duration(text: str, default_unit: str = "s") -> float:
     return value
 
 
+def seconds_or_zero(text: str) -> float:
+    """A :func:`duration`, or ``0``."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return duration(text)
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)

@@ -33,7 +33,7 @@ from .bench_config import (
     parse_target,
 )
 from .bench_output import print_tables, render_csv, result_json
-from .bench_run import Recorder, Runner, RunState, watch_loop_lag
+from .bench_run import Recorder, Runner, RunState, freeze_survivors, frozen_heap, watch_loop_lag
 from .bench_stats import target_stats
 from .console import Output, Progress
 from .report_stats import collect_calls
@@ -168,10 +168,14 @@ async def _run_all(
     lag = asyncio.ensure_future(watch_loop_lag(runner.state))
     cpu = time.process_time()
     try:
-        if opts.warmup:
-            await runner.warmup(opts.warmup, max(loads[0].concurrency if loads[0].rate is None else 1, 1))
-        for load in loads:
-            await runner.run(load, requests, opts.duration, opts.sequential)
+        with frozen_heap():
+            if opts.warmup:
+                first = loads[0]
+                await runner.warmup(
+                    opts.warmup, first.concurrency if first.rate is None else 1, first.ramp(opts.ramp_up)
+                )
+            for load in loads:
+                await runner.run(load, requests, opts.duration, opts.sequential, load.ramp(opts.ramp_up))
     except asyncio.CancelledError:
         if not interrupted:
             raise
@@ -190,6 +194,7 @@ async def _run_all(
 async def _tick(progress: Progress) -> None:
     while True:
         progress.update()
+        freeze_survivors()
         await asyncio.sleep(0.25)
 
 

@@ -80,6 +80,15 @@ def build_parser() -> Parser:
         help="requests per target before measuring (not in the results)",
     )
     load.add_argument(
+        "--ramp-up",
+        type=arguments.seconds_or_zero,
+        metavar="S",
+        help=(
+            "closed loop: start the C workers evenly over S seconds (default: 5 ms per worker, at"
+            " most 1 s, so the client does not set up C requests at one instant; 0: all at once)"
+        ),
+    )
+    load.add_argument(
         "--sequential", action="store_true", help="one target after another instead of interleaved"
     )
     load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")

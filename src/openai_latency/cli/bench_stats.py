@@ -11,10 +11,11 @@ Definitions (the benchmark tools disagree; ours say what they are):
   over the wall time from its first call's start to its last call's end.
 - ``goodput``: the share of requests that succeeded and met every ``--slo`` bound (a bound on a
   value the request does not have, such as ttft of a non-stream call, does not count against it).
-- Output tokens come from the server's ``usage``; where it was missing the instrumentation counted
-  content chunks (``openai_latency.usage.estimated``), and the output says how many.
+- Output tokens come from the server's ``usage``; where it was missing (``openai_latency.usage.estimated``)
+  they are the content chunks the bench client received (``openai_latency.bench.output_chunks``, kept
+  in the ``--out`` file), and the output says for how many requests.
 - Chunk gaps: the time between two content chunks as the bench client received them, pooled over
-  the target's requests (the one number that does not come from the spans).
+  the target's requests at one load level (the one number that does not come from the spans).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def target_stats(
     slo: Slo,
     slow_threshold: float | None = None,
     client_timeout: float | None = None,
-    chunk_gaps: dict[str, list[float]] | None = None,
+    chunk_gaps: dict[tuple[str, str], list[float]] | None = None,
 ) -> list[TargetStats]:
     """One entry per group of ``by`` keys (bench: target, and load level in a sweep)."""
     cancelled: dict[tuple[str, ...], int] = {}
@@ -86,7 +87,7 @@ def target_stats(
     result = []
     for group in summarize(finished, by, slow_threshold):
         members = [call for call in finished if all(call.keys[k] == v for k, v in group.key.items())]
-        gaps = (chunk_gaps or {}).get(group.key.get("target", ""), [])
+        gaps = (chunk_gaps or {}).get((group.key.get("target", ""), group.key.get("load", "")), [])
         result.append(
             _stats(group, members, slo, client_timeout, gaps, cancelled.get(tuple(group.key.values()), 0))
         )

@@ -63,7 +63,8 @@ class Progress:
     def __enter__(self) -> Progress:
         if self._enabled and Console is not None:
             console = Console(file=self._stream, highlight=False)
-            self._live = Live(self._text(), console=console, refresh_per_second=4, transient=True)
+            # redrawn by update() only: no refresh thread of its own competing with the event loop
+            self._live = Live(self._text(), console=console, auto_refresh=False, transient=True)
             self._live.__enter__()
         return self
 
@@ -72,7 +73,7 @@ class Progress:
 
     def update(self) -> None:
         if self._live is not None:
-            self._live.update(self._text())
+            self._live.update(self._text(), refresh=True)
         elif self._enabled:
             self._stream.write("\r" + " | ".join(self._render()) + "\x1b[K")
             self._stream.flush()

@@ -4,12 +4,14 @@ No API key, no network, no Docker. Two local OpenAI-compatible endpoints with di
 profiles (one slow to the first token, one with a slow network and an occasional 429), a few
 failures (a 401, a client timeout), benchmarked side by side with ``openai-latency bench``: the
 table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote, with the
-commands that reread it or send the same spans to Jaeger. ``--trees`` adds four single calls drawn
-as span trees.
+commands that reread it or send the same spans to Jaeger (a collector configuration written next to
+the file replays it with the contrib collector's ``otlpjsonfile`` receiver). ``--trees`` adds four
+single calls drawn as span trees.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -37,6 +39,11 @@ PROFILES: dict[str, dict[str, object]] = {
 }  # fmt: skip
 REQUESTS = 26
 TIMEOUT_S = 1.0
+#: The collector that replays the file: the contrib distribution (it has the otlpjsonfile receiver),
+#: the release docker-compose.yml pins.
+COLLECTOR_IMAGE = "otel/opentelemetry-collector-contrib:0.143.0"
+#: Where the replay sends the spans: the stack's collector (docs/STACK.md), which passes them to Jaeger.
+STACK_OTLP = "localhost:4317"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,14 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if code != 0:
         return code
     _waterfall(out)
-    print(
-        f"\nEvery span is in {out} (OTLP JSON lines). Reread it:\n"
-        f"  openai-latency report {out}\n"
-        "Send the same spans to Jaeger from your own app: start Jaeger (docker compose up, see"
-        " docs/STACK.md), then\n"
-        "  OTEL_SERVICE_NAME=my-app opentelemetry-instrument python app.py\n"
-        "and open http://localhost:16686 (OTLP to localhost:4317 is the default)."
-    )
+    print(f"\nEvery span is in {out} (OTLP JSON lines). Reread it:\n  openai-latency report {out}")
+    _jaeger_hint(Path(out).resolve())
     if opts.trees:
         from .demo_trees import run_trees
 
@@ -101,6 +102,47 @@ def _new_file() -> str:
     folder = Path(tempfile.gettempdir()) / "openai-latency-demo"
     folder.mkdir(exist_ok=True)
     return str(folder / f"spans-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl")
+
+
+def replay_config(spans: Path) -> str:
+    """A collector configuration that reads ``spans`` once, from the start, and sends it on by OTLP."""
+    return (
+        "# Replays one OTLP JSON lines file (written by openai-latency) to an OTLP endpoint.\n"
+        "receivers:\n"
+        "  otlpjsonfile:\n"
+        f"    include: [{json.dumps(str(spans))}]\n"
+        "    start_at: beginning  # the default, end, would skip what the file already holds\n"
+        "    max_log_size: 64MiB  # one line holds up to 512 spans (~450 kB); the default is 1 MiB\n"
+        "exporters:\n"
+        "  otlp:\n"
+        f"    endpoint: {STACK_OTLP}\n"
+        "    tls:\n"
+        "      insecure: true\n"
+        "service:\n"
+        "  pipelines:\n"
+        "    traces:\n"
+        "      receivers: [otlpjsonfile]\n"
+        "      exporters: [otlp]\n"
+    )
+
+
+def _jaeger_hint(spans: Path) -> None:
+    config = spans.with_name(spans.name.removesuffix(".jsonl") + ".otelcol.yaml")
+    try:
+        config.write_text(replay_config(spans), encoding="utf-8")
+    except OSError as exc:
+        print(f"(could not write {config}: {exc.strerror or exc})")
+        return
+    folder = spans.parent
+    print(
+        "Send the same spans to Jaeger: start the stack (docker compose up in a clone, see docs/STACK.md;"
+        f" its collector takes OTLP on {STACK_OTLP} and passes traces on to Jaeger), then replay the file"
+        f" with the contrib collector's otlpjsonfile receiver, configured in {config}:\n"
+        f"  docker run --rm --network host -v {folder}:{folder}:ro {COLLECTOR_IMAGE} --config {config}\n"
+        "open http://localhost:16686 (service openai-latency-bench) and stop the replay (Ctrl-C) once the"
+        " traces are there. Your own app sends its spans to the same collector directly:\n"
+        "  OTEL_SERVICE_NAME=my-app opentelemetry-instrument python app.py"
+    )
 
 
 def _waterfall(path: str) -> None:

@@ -28,6 +28,9 @@ GROUP_KEYS = ("endpoint", "model", "operation", "provider", "service", "target",
 #: Set on every span of an ``openai-latency bench`` run: the target's name and the load level.
 BENCH_TARGET = "openai_latency.bench.target"
 BENCH_LOAD = "openai_latency.bench.load"
+#: Set by bench on a streamed call whose server sent no usage: the content chunks the client received
+#: (the call's output tokens, estimated; ``openai_latency.usage.estimated`` says so).
+BENCH_OUTPUT_CHUNKS = "openai_latency.bench.output_chunks"
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 
 
@@ -159,6 +162,9 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         error = "_OTHER"
     dominant = get("openai_latency.dominant_phase")
     request_id = get("openai_latency.request_id")
+    output_tokens = get("gen_ai.usage.output_tokens")
+    if output_tokens is None:
+        output_tokens = get(BENCH_OUTPUT_CHUNKS)
     return Call(
         name=_NAMES.setdefault(span.name, span.name),
         keys=keys,
@@ -178,7 +184,7 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         retry_reasons=_texts(get("openai_latency.retry.error_types")),
         ttfc=finite(get("gen_ai.response.time_to_first_chunk")),
         input_tokens=_int(get("gen_ai.usage.input_tokens")),
-        output_tokens=_int(get("gen_ai.usage.output_tokens")),
+        output_tokens=_int(output_tokens),
         cached_tokens=_int(get("gen_ai.usage.cache_read.input_tokens")),
         usage_estimated=get("openai_latency.usage.estimated") is True,
         stream=get("gen_ai.request.stream") is True,

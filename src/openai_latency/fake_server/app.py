@@ -1,4 +1,9 @@
-"""Routing, scripted behaviour and the stream engine: what the fake does with one request."""
+"""What the fake does with one request: log it, apply its script, pick the endpoint from the table in
+:mod:`.endpoints` and answer through :mod:`.respond` (JSON, canned, corrupt, or the stream engine).
+
+The same :class:`FakeApp` serves both protocols: an HTTP/1.1 :class:`~.protocol.Connection` and an
+HTTP/2 :class:`~.h2_protocol.H2Stream` are each a :class:`~.exchange.ResponseWriter`.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,20 @@ import dataclasses
 import itertools
 import json
 import logging
-import random
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from . import payloads
-from .payloads import JSON, StreamPlan
-from .protocol import AlpnSwitch, Connection, Request, ResponseWriter, ServerConnection
+from . import payloads, respond
+from .endpoints import ENDPOINTS, Call, route
+from .exchange import Request, ResponseWriter, ServerConnection
+from .payloads import JSON
+from .protocol import AlpnSwitch, Connection
 from .records import Outcome, RecordLog, RequestRecord
-from .script import (
-    DEFAULT_RATE_LIMITS,
-    ErrorSpec,
-    Script,
-    ScriptError,
-    error_for_status,
-    normalize_defaults,
-    parse_script,
-)
+from .script import ErrorSpec, Script, ScriptError, error_for_status, normalize_defaults, parse_script
 
 try:  # HTTP/2 needs the optional ``h2`` package
     from . import h2_protocol
@@ -43,47 +41,9 @@ logger = logging.getLogger("openai_latency.fake_server")
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
 #: Entries kept by ``every`` (trace ids) and ``prompt-cache`` (prompts), oldest dropped first.
 MAX_REMEMBERED: Final = 4096
-STREAMABLE: Final = frozenset({"chat", "completions", "responses", "response_get"})
-_POST_ROUTES: Final = {
-    "chat/completions": "chat",
-    "completions": "completions",
-    "responses": "responses",
-    "embeddings": "embeddings",
-    "images/generations": "images",
-}
-_GET_ROUTES: Final = {"models": "models", "files": "files"}
-_SSE_TYPE: Final = "text/event-stream; charset=utf-8"
-_JSON_TYPE: Final = "application/json"
-
-
-def _rate_limit_headers(limits: Mapping[str, str]) -> list[tuple[str, str]]:
-    return [(f"x-{key}", value) for key, value in limits.items()]
-
-
-_DEFAULT_RATE_LIMIT_HEADERS: Final = _rate_limit_headers(DEFAULT_RATE_LIMITS)
-
-
-def route(method: str, path: str) -> tuple[str, str | None] | None:
-    """``(endpoint, argument)`` for a path, or ``None``. The argument is an Azure deployment or an id."""
-    if path.startswith("/openai/v1/"):
-        path = path[len("/openai") :]
-    if path.startswith("/openai/deployments/"):
-        deployment, _, rest = path[len("/openai/deployments/") :].partition("/")
-        endpoint = _POST_ROUTES.get(rest) if method == "POST" else None
-        return (endpoint, deployment) if endpoint and deployment else None
-    if not path.startswith("/v1/"):
-        return None
-    rest = path[len("/v1/") :].rstrip("/")
-    if method == "POST":
-        endpoint = _POST_ROUTES.get(rest)
-        return (endpoint, None) if endpoint else None
-    if method == "GET":
-        if rest in _GET_ROUTES:
-            return _GET_ROUTES[rest], None
-        prefix, _, ident = rest.partition("/")
-        if ident and "/" not in ident and prefix in ("models", "responses"):
-            return ("model" if prefix == "models" else "response_get"), ident
-    return None
+_LOG_PREFIX: Final = "/_fake/log/"
+#: A debug endpoint's answer: ``(status, JSON-ready value)``.
+DebugResult = tuple[int, Any]
 
 
 class FakeApp:
@@ -102,6 +62,12 @@ class FakeApp:
         self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
         self.canned: collections.deque[payloads.Canned] = collections.deque()
         """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
+        self._debug_routes: dict[tuple[str, str], Callable[[str, float], Awaitable[DebugResult]]] = {
+            ("POST", "/_fake/reset"): self._reset,
+            ("GET", "/_fake/log"): self._log,
+            ("GET", _LOG_PREFIX + "{id}"): self._one_record,
+        }
+        """The debug endpoints (not logged): ``(method, path)`` -> ``handler(id, wait)``."""
         self.set_defaults(defaults)
 
     def set_defaults(self, defaults: Mapping[str, object] | None) -> None:
@@ -141,7 +107,7 @@ class FakeApp:
             logger.exception("fake server: error while answering %s %s", req.method, req.path)
             if record.headers_sent_ns is None and not conn.peer_gone:
                 spec = error_for_status(500)
-                await self._send_json(conn, req, record, Script(), 500, spec.body(""))
+                await respond.send_json(conn, record, Script(), 500, spec.body(""))
             else:
                 conn.abort()
         finally:
@@ -149,7 +115,7 @@ class FakeApp:
 
     async def _respond(self, conn: ResponseWriter, req: Request, record: RequestRecord) -> Outcome:
         if self.canned:
-            return await self._send_canned(conn, record, self.canned.popleft())
+            return await respond.send_canned(conn, record, self.canned.popleft())
         raw_defaults, script = self._defaults
         try:
             if req.script:
@@ -159,7 +125,7 @@ class FakeApp:
                 script = parse_script({**raw_defaults, **req.script, **overrides})
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
-            return await self._send_json(conn, req, record, Script(), 400, spec.body(""))
+            return await respond.send_json(conn, record, Script(), 400, spec.body(""))
 
         target = route(req.method, req.path)
         body = record.body if isinstance(record.body, dict) else {}
@@ -170,54 +136,28 @@ class FakeApp:
             return "client_closed"
         if failure is not None:
             status, error_body, extra = failure
-            return await self._send_json(conn, req, record, script, status, error_body, extra)
+            return await respond.send_json(conn, record, script, status, error_body, extra)
 
         assert target is not None
-        endpoint, argument = target
+        name, argument = target
+        endpoint = ENDPOINTS[name]
         status = script.status or 200
-        if endpoint == "response_get":
-            stream = req.query.get("stream") == "true"
-        else:
-            stream = endpoint in STREAMABLE and body.get("stream") is True
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        prompt = {"chat": body.get("messages"), "completions": body.get("prompt")}.get(
-            endpoint, [body.get("instructions"), body.get("input")]
-        )
+        prompt = endpoint.prompt(body)
         cache_hit = script.prompt_cache and self._cache_lookup(model, prompt)
         if cache_hit and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
         out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
-        if endpoint == "response_get" and argument:
+        if endpoint.output_id_from_argument and argument:
             out = payloads.Output(argument.removeprefix("resp_"), model, out.words, out.prompt_tokens, script)
-        if stream:
-            if endpoint == "chat":
-                plan = payloads.chat_stream(out, include_usage)
-            elif endpoint == "completions":
-                plan = payloads.completion_stream(out, include_usage)
-            else:
-                plan = payloads.responses_stream(out)
-            return await self._send_stream(conn, req, record, script, status, plan)
+        if endpoint.stream is not None and endpoint.streams(body, req.query):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            plan = endpoint.stream(out, include_usage)
+            return await respond.send_stream(conn, record, script, status, plan)
         if script.corrupt is not None:
-            return await self._send_corrupt(conn, record, script, script.corrupt, out)
+            return await respond.send_corrupt(conn, record, script, script.corrupt, out)
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
-        result: JSON
-        if endpoint == "chat":
-            result = payloads.chat_json(out, n)
-        elif endpoint == "completions":
-            result = payloads.completion_json(out, n)
-        elif endpoint in ("responses", "response_get"):
-            result = payloads.response_json(out)
-        elif endpoint == "embeddings":
-            result = payloads.embeddings_json(body, model)
-        elif endpoint == "images":
-            result = payloads.images_json(body)
-        elif endpoint == "model":
-            result = payloads.model_json(argument or model)
-        elif endpoint == "models":
-            result = payloads.models_json()
-        else:
-            result = payloads.files_json()
-        return await self._send_json(conn, req, record, script, status, result)
+        result = endpoint.json(Call(out, body, model, argument, n))
+        return await respond.send_json(conn, record, script, status, result)
 
     def _every(self, script: Script, record: RequestRecord, traceparent: str | None) -> dict[str, str]:
         """The ``every`` settings that apply to this request (its retries get the same ones)."""
@@ -276,193 +216,35 @@ class FakeApp:
             extra.append(("x-should-retry", script.should_retry))
         return spec.status, spec.body(model), extra
 
-    # -- writing ----------------------------------------------------------------------------------
-
-    def _head(
-        self,
-        record: RequestRecord,
-        script: Script,
-        content_type: str,
-        streamed: bool,
-        extra: Sequence[tuple[str, str]] = (),
-    ) -> list[tuple[str, str]]:
-        """Response headers but the framing ones (length, connection), which the writer adds."""
-        processing = script.processing_ms
-        if processing is None:
-            processing = str(round((time.perf_counter_ns() - record.received_ns) / 1e6))
-        limits = script.rate_limits
-        return [
-            ("content-type", content_type),
-            *((("cache-control", "no-cache"),) if streamed else ()),
-            ("x-request-id", record.request_id),
-            ("openai-processing-ms", processing),
-            ("openai-version", "2020-10-01"),
-            *(_DEFAULT_RATE_LIMIT_HEADERS if limits is DEFAULT_RATE_LIMITS else _rate_limit_headers(limits)),
-            *extra,
-        ]
-
-    async def _send_json(
-        self,
-        conn: ResponseWriter,
-        req: Request,
-        record: RequestRecord,
-        script: Script,
-        status: int,
-        body: JSON,
-        extra: Sequence[tuple[str, str]] = (),
-    ) -> Outcome:
-        payload = payloads.dumps(body).encode()
-        head = self._head(record, script, _JSON_TYPE, False, extra)
-        record.status = status
-        done: Outcome = "ok" if status < 400 else "error"
-        if script.body_delay <= 0 and script.disconnect_after is None:
-            sent = await conn.send_head(status, head, len(payload), payload)
-            record.headers_sent_ns = now = time.perf_counter_ns()
-            record.events.append(("body", now))
-            return done if sent else "client_closed"
-        sent = await conn.send_head(status, head, len(payload))
-        record.headers_sent_ns = time.perf_counter_ns()
-        if not sent:
-            return "client_closed"
-        if script.disconnect_after is not None:
-            conn.abort()
-            record.events.append(("disconnect", time.perf_counter_ns()))
-            return "disconnected"
-        if not await conn.sleep(script.body_delay) or not await conn.send_body(payload, end=True):
-            return "client_closed"
-        record.events.append(("body", time.perf_counter_ns()))
-        return done
-
-    async def _send_canned(
-        self, conn: ResponseWriter, record: RequestRecord, canned: payloads.Canned
-    ) -> Outcome:
-        record.status = canned.status
-        head = [("content-type", canned.content_type), ("x-request-id", record.request_id)]
-        if not canned.stream:
-            body = b"".join(canned.pieces)
-            sent = await conn.send_head(canned.status, head, len(body), body)
-            record.headers_sent_ns = time.perf_counter_ns()
-            return "ok" if sent else "client_closed"
-        sent = await conn.send_head(canned.status, head, None)
-        record.headers_sent_ns = time.perf_counter_ns()
-        for index, piece in enumerate(canned.pieces):
-            if not sent or not await conn.send_body(piece, end=index == len(canned.pieces) - 1):
-                return "client_closed"
-        if not canned.pieces and sent:
-            await conn.send_body(b"", end=True)
-        return "ok"
-
-    async def _send_corrupt(
-        self, conn: ResponseWriter, record: RequestRecord, script: Script, corrupt: str, out: payloads.Output
-    ) -> Outcome:
-        """A 200 whose body is broken the ``corrupt`` way (non-stream)."""
-        good = payloads.dumps(payloads.chat_json(out, 1)).encode()
-        payload = payloads.dumps(payloads.WRONG_SHAPE).encode() if corrupt == "wrong-shape" else good
-        if corrupt == "invalid-json":
-            payload = good[: len(good) // 2]
-        record.status = 200
-        head = self._head(record, script, _JSON_TYPE, False)
-        if corrupt != "truncated":
-            sent = await conn.send_head(200, head, len(payload), payload)
-            record.headers_sent_ns = time.perf_counter_ns()
-            return "ok" if sent else "client_closed"
-        sent = await conn.send_head(200, head, len(payload))
-        record.headers_sent_ns = time.perf_counter_ns()
-        if not sent or not await conn.send_body(payload[: len(payload) // 2]):
-            return "client_closed"
-        conn.abort()
-        record.events.append(("disconnect", time.perf_counter_ns()))
-        return "disconnected"
-
-    async def _send_stream(
-        self,
-        conn: ResponseWriter,
-        req: Request,
-        record: RequestRecord,
-        script: Script,
-        status: int,
-        plan: StreamPlan,
-    ) -> Outcome:
-        record.status = status
-        sent = await conn.send_head(status, self._head(record, script, _SSE_TYPE, True), None)
-        record.headers_sent_ns = time.perf_counter_ns()
-        if not sent:
-            return "client_closed"
-        events = record.events
-        emitted = 0
-
-        async def emit(kind: str, data: bytes, last: bool = False) -> bool:
-            nonlocal emitted
-            if not await conn.send_body(data, end=last):
-                return False
-            events.append((kind, time.perf_counter_ns()))
-            emitted += 1
-            return True
-
-        for kind, data in plan.preamble:
-            if not await emit(kind, data):
-                return "client_closed"
-        faults = [
-            (n, fault)
-            for n, fault in (
-                (script.disconnect_after, "disconnect"),
-                (script.malformed_after, "malformed"),
-                (script.stream_error_after, "error_event"),
-            )
-            if n is not None
-        ]
-        cut, fault = min(faults) if faults else (-1, "")
-        rng = random.Random(script.seed) if script.jitter > 0 else None
-        content = plan.content
-        if script.corrupt == "wrong-shape" and content:
-            content = [(content[0][0], payloads.sse(payloads.dumps(payloads.WRONG_SHAPE))), *content[1:]]
-        for i in range(len(content) + 1):
-            pause = script.stall if script.stall_after == i else 0.0
-            if i < len(content):
-                if i == 0:
-                    pause += script.ttft
-                else:
-                    gap = script.chunk_delay + (rng.uniform(-script.jitter, script.jitter) if rng else 0.0)
-                    pause += max(0.0, gap)
-            if not await conn.sleep(pause):
-                return "client_closed"
-            if i == cut:
-                if fault == "disconnect":
-                    conn.abort()
-                    events.append(("disconnect", time.perf_counter_ns()))
-                    return "disconnected"
-                data = payloads.MALFORMED if fault == "malformed" else plan.error_event(emitted)
-                return "error" if await emit(fault, data, last=True) else "client_closed"
-            if i < len(content) and not await emit(*content[i]):
-                return "client_closed"
-        for index, (kind, data) in enumerate(plan.epilogue):
-            if not await emit(kind, data, last=index == len(plan.epilogue) - 1):
-                return "client_closed"
-        return "ok" if status < 400 else "error"
-
     # -- debug endpoints (not logged) -------------------------------------------------------------
 
     async def _debug(self, conn: ResponseWriter, req: Request) -> None:
-        status, result = 200, cast(Any, None)
         wait = _float(req.query.get("wait"), 0.0)
-        if req.method == "POST" and req.path == "/_fake/reset":
-            self.log.clear()
-            result = {"ok": True}
-        elif req.method == "GET" and req.path == "/_fake/log":
-            pending = [r for r in self.log.live() if not r.finished]
-            await _wait_finished(pending, wait)
-            result = [r.to_dict() for r in self.log.snapshot()]
-        elif req.method == "GET" and req.path.startswith("/_fake/log/"):
-            record = self.log.find(req.path[len("/_fake/log/") :])
-            if record is None:
-                status, result = 404, {"error": {"message": "unknown request id", "type": "not_found"}}
-            else:
-                await _wait_finished([record], wait)
-                result = record.copy().to_dict()
-        else:
+        key, argument = (req.method, req.path), ""
+        if key not in self._debug_routes and req.path.startswith(_LOG_PREFIX):
+            key, argument = (req.method, _LOG_PREFIX + "{id}"), req.path[len(_LOG_PREFIX) :]
+        handler = self._debug_routes.get(key)
+        if handler is None:
             status, result = 404, payloads.not_found_json(req.method, req.path)
+        else:
+            status, result = await handler(argument, wait)
         payload = json.dumps(result).encode()
-        await conn.send_head(status, [("content-type", _JSON_TYPE)], len(payload), payload)
+        await conn.send_head(status, [("content-type", respond.JSON_TYPE)], len(payload), payload)
+
+    async def _reset(self, _argument: str, _wait: float) -> DebugResult:
+        self.log.clear()
+        return 200, {"ok": True}
+
+    async def _log(self, _argument: str, wait: float) -> DebugResult:
+        await _wait_finished([r for r in self.log.live() if not r.finished], wait)
+        return 200, [r.to_dict() for r in self.log.snapshot()]
+
+    async def _one_record(self, request_id: str, wait: float) -> DebugResult:
+        record = self.log.find(request_id)
+        if record is None:
+            return 404, {"error": {"message": "unknown request id", "type": "not_found"}}
+        await _wait_finished([record], wait)
+        return 200, record.copy().to_dict()
 
 
 async def _wait_finished(records: list[RequestRecord], timeout: float) -> None:

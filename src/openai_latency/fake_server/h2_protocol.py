@@ -1,8 +1,10 @@
 """HTTP/2 for the fake server (TLS + ALPN ``h2``), on the ``h2`` sans-IO state machine.
 
-Each stream becomes one :class:`~.protocol.Request` handed to the same handler as HTTP/1.1, answered
-through :class:`H2Stream` (a :class:`~.protocol.ResponseWriter`), so a record means the same on both
-protocols: ``headers_sent_ns`` and every event are taken after the frames were written (and drained).
+Each stream becomes one :class:`~.exchange.Request`, built by the same code as on HTTP/1.1 and handed
+to the same handler, answered through :class:`H2Stream` (a :class:`~.exchange.ResponseWriter`, whose
+``sleep`` is the shared one), so a record means the same on both protocols: ``headers_sent_ns`` and
+every event are taken after the frames were written (and drained).
+
 Flow control is honoured: a DATA frame never exceeds the stream/connection window; the writer waits
 for the client's WINDOW_UPDATE. A client RST_STREAM ends only its stream (outcome ``client_closed``);
 a closed connection ends all of them. ``abort()`` (the ``disconnect`` fault) resets one stream.
@@ -12,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl, unquote
 
 import h2.config
 import h2.connection
@@ -23,8 +23,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from .protocol import MAX_BODY_BYTES, Handler, Request, ServerConnection
-from .script import HEADER_PREFIX
+from . import exchange
 
 _CONFIG = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
 
@@ -33,39 +32,35 @@ def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _wake(waiter: asyncio.Future[None] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
-
-
-class H2Stream:
+class H2Stream(exchange.ResponseWriter):
     """One request/response exchange on an HTTP/2 connection: the app's response writer."""
 
     def __init__(self, conn: H2Connection, stream_id: int, headers: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
         self._conn = conn
         self.stream_id = stream_id
         self.headers = headers
         self.body = bytearray()
-        self.request_index = -1  # set when the request is complete
+        self.index = -1  # the request index, set when the request is complete
         self.reset = False
         self.ended = False  # our END_STREAM was sent
-        self._sleeper: asyncio.Future[None] | None = None
-        self._window_waiter: asyncio.Future[None] | None = None
+        self._window = exchange.Wakeup()
+        self._peer_gone = conn.peer_gone  # then set by mark_reset() or connection_gone()
 
     @property
     def connection_id(self) -> int:
         return self._conn.connection_id
 
     @property
-    def peer_gone(self) -> bool:
-        return self.reset or self._conn.peer_gone
+    def request_index(self) -> int:
+        return self.index
 
     def wake(self) -> None:
-        _wake(self._sleeper)
-        _wake(self._window_waiter)
+        self._sleeper.wake()
+        self._window.wake()
 
     def window_opened(self) -> None:
-        _wake(self._window_waiter)
+        self._window.wake()
 
     async def send_head(
         self, status: int, headers: Sequence[tuple[str, str]], length: int | None, body: bytes = b""
@@ -79,7 +74,7 @@ class H2Stream:
         try:
             self._conn.h2.send_headers(self.stream_id, fields, end_stream=complete and not body)
         except h2.exceptions.ProtocolError:
-            return self._lost()
+            return self.mark_reset()
         if complete and not body:
             self.ended = True
             return await self._conn.flush()
@@ -100,35 +95,16 @@ class H2Stream:
                 if view and allowed <= 0:
                     if not await self._conn.flush():
                         return False
-                    await self._wait_window()
+                    await self._window.wait()
                     continue
                 piece, view = view[:allowed], view[allowed:]
                 last = end and not view
                 h2c.send_data(self.stream_id, piece, end_stream=last)
             except h2.exceptions.ProtocolError:
-                return self._lost()
+                return self.mark_reset()
             if not view:
                 self.ended = last
                 return await self._conn.flush() and not self.reset
-
-    async def _wait_window(self) -> None:
-        waiter = self._window_waiter = asyncio.get_running_loop().create_future()
-        try:
-            await waiter
-        finally:
-            self._window_waiter = None
-
-    async def sleep(self, seconds: float) -> bool:
-        if seconds > 0 and not self.peer_gone:
-            loop = asyncio.get_running_loop()
-            waiter = self._sleeper = loop.create_future()
-            timer = loop.call_later(seconds, _wake, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                self._sleeper = None
-        return not self.peer_gone
 
     def abort(self) -> None:
         """Reset this stream (RST_STREAM INTERNAL_ERROR); the connection and its other streams live on."""
@@ -136,66 +112,48 @@ class H2Stream:
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._conn.h2.reset_stream(self.stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
             self._conn.write_pending()
-        self.reset = True
-        self.wake()
+        self.mark_reset()
 
-    def _lost(self) -> bool:
-        self.reset = True
+    def mark_reset(self) -> bool:
+        """The stream is over for us (reset by either side, or refused by h2); ``False``."""
+        self.reset = self._peer_gone = True
         self.wake()
         return False
 
-    def request(self) -> Request:
-        headers: dict[str, str] = {}
-        script: dict[str, str] = {}
-        pseudo: dict[str, str] = {}
-        for name, value in self.headers:
-            if name.startswith(":"):
-                pseudo[name] = value
-                continue
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-            if name.startswith(HEADER_PREFIX):
-                script[name[len(HEADER_PREFIX) :]] = value
+    def connection_gone(self) -> None:
+        self._peer_gone = True
+        self.wake()
+
+    def request(self) -> exchange.Request:
+        """The request, complete: pseudo-headers give the method and target (``:authority`` the host
+        when there is no ``host`` header), the rest are the headers as on HTTP/1.1."""
+        pseudo = {name: value for name, value in self.headers if name.startswith(":")}
+        headers, script = exchange.collect_headers((n, v) for n, v in self.headers if not n.startswith(":"))
         if ":authority" in pseudo:
             headers.setdefault("host", pseudo[":authority"])
-        path, _, query_string = pseudo.get(":path", "/").partition("?")
-        return Request(
-            method=pseudo.get(":method", "GET"),
-            path=unquote(path),
-            query=dict(parse_qsl(query_string, keep_blank_values=True)),
-            headers=headers,
-            script=script,
-            body=bytes(self.body),
-            keep_alive=True,
-            received_ns=time.perf_counter_ns(),
+        method = pseudo.get(":method", "GET")
+        return exchange.build_request(
+            method, pseudo.get(":path", "/"), headers, script, bytes(self.body), True
         )
 
 
-class H2Connection(asyncio.Protocol):
+class H2Connection(exchange.ServerConnection):
     """One HTTP/2 client connection: streams are served concurrently, each by its own task."""
 
-    def __init__(self, handler: Handler, connection_id: int, registry: set[ServerConnection]) -> None:
+    def __init__(
+        self, handler: exchange.Handler, connection_id: int, registry: set[exchange.ServerConnection]
+    ) -> None:
+        super().__init__(registry)
         self.connection_id = connection_id
         self.h2 = h2.connection.H2Connection(config=_CONFIG)
         self._handler = handler
-        self._registry = registry
-        self._transport: asyncio.Transport | None = None
         self._streams: dict[int, H2Stream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests = 0
-        self._peer_gone = False
-        self._paused = False
-        self._drain_waiters: list[asyncio.Future[None]] = []
-
-    @property
-    def peer_gone(self) -> bool:
-        return self._peer_gone
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._registry.add(self)
+    def _connected(self) -> None:
         self.h2.initiate_connection()
         self.write_pending()
 
@@ -210,20 +168,9 @@ class H2Connection(asyncio.Protocol):
             self._on_event(event)
         self.write_pending()
 
-    def eof_received(self) -> bool | None:
-        self._mark_gone()
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._mark_gone()
-        self._registry.discard(self)
-
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        self._wake_drain()
+    def _gone(self) -> None:
+        for stream in self._streams.values():
+            stream.connection_gone()
 
     # -- frames -----------------------------------------------------------------------------------
 
@@ -239,19 +186,18 @@ class H2Connection(asyncio.Protocol):
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             if stream is not None and event.data:
                 stream.body += event.data
-                if len(stream.body) > MAX_BODY_BYTES:
+                if len(stream.body) > exchange.MAX_BODY_BYTES:
                     self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
                     self._streams.pop(event.stream_id, None)
         elif isinstance(event, h2.events.StreamEnded):
             stream = self._streams.get(event.stream_id or 0)
-            if stream is not None and stream.request_index < 0:
+            if stream is not None and stream.index < 0:
                 self._start(stream)
         elif isinstance(event, h2.events.StreamReset):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream.reset = True
-                stream.wake()
-                if stream.request_index < 0:  # reset before the request was complete: nobody serves it
+                stream.mark_reset()
+                if stream.index < 0:  # reset before the request was complete: nobody serves it
                     self._streams.pop(stream.stream_id, None)
         elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
             stream_id = getattr(event, "stream_id", 0)
@@ -264,13 +210,13 @@ class H2Connection(asyncio.Protocol):
             self._mark_gone()
 
     def _start(self, stream: H2Stream) -> None:
-        stream.request_index = self._requests
+        stream.index = self._requests
         self._requests += 1
         task = asyncio.get_running_loop().create_task(self._serve(stream, stream.request()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, stream: H2Stream, request: Request) -> None:
+    async def _serve(self, stream: H2Stream, request: exchange.Request) -> None:
         try:
             await self._handler(stream, request)
         finally:
@@ -290,32 +236,5 @@ class H2Connection(asyncio.Protocol):
         """Write the queued frames and wait while the transport pushes back; ``False`` if gone."""
         self.write_pending()
         if self._paused and not self._peer_gone:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drain_waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._drain_waiters:
-                    self._drain_waiters.remove(waiter)
+            await self._wait_drained()
         return not self._peer_gone
-
-    def _wake_drain(self) -> None:
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for waiter in waiters:
-            _wake(waiter)
-
-    def _mark_gone(self) -> None:
-        self._peer_gone = True
-        self._wake_drain()
-        for stream in self._streams.values():
-            stream.wake()
-
-    def abort(self) -> None:
-        """Drop the connection at once (server shutdown)."""
-        if self._transport is not None:
-            self._transport.abort()
-        self._mark_gone()
-
-    def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()

@@ -122,6 +122,23 @@ def _usage_chat(out: Output, n: int = 1) -> JSON:
     }
 
 
+def _with_usage(body: JSON, out: Output, n: int) -> JSON:
+    """A chat or completions body with its ``usage`` (unless the script says ``never``)."""
+    if out.script.usage != "never":
+        body["usage"] = _usage_chat(out, n)
+    return body
+
+
+def _chunk_epilogue(out: Output, head: str, finish: bytes, include_usage: bool) -> list[Event]:
+    """What ends a chat or completions stream: the finish chunk, the usage chunk when asked (``head``
+    opens a chunk up to its ``choices`` list), ``[DONE]``."""
+    epilogue: list[Event] = [("finish", finish)]
+    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
+        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
+    epilogue.append(DONE)
+    return epilogue
+
+
 # -- chat completions ------------------------------------------------------------------------------
 
 
@@ -158,9 +175,7 @@ def chat_json(out: Output, n: int) -> JSON:
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
-    if out.script.usage != "never":
-        body["usage"] = _usage_chat(out, n)
-    return body
+    return _with_usage(body, out, n)
 
 
 def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
@@ -189,10 +204,7 @@ def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
     else:
         role = choice('{"role":"assistant","content":"","refusal":null}')
         content = [choice(f'{{"content":{dumps(word)}}}') for word in out.words]
-    epilogue: list[Event] = [("finish", choice("{}", dumps(_finish_reason(out))))]
-    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
-        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
-    epilogue.append(DONE)
+    epilogue = _chunk_epilogue(out, head, choice("{}", dumps(_finish_reason(out))), include_usage)
     return StreamPlan([("role", role)], [("content", c) for c in content], epilogue, _chat_error_event)
 
 
@@ -212,9 +224,7 @@ def completion_json(out: Output, n: int) -> JSON:
         "choices": choices,
         "system_fingerprint": "fp_fake",
     }
-    if out.script.usage != "never":
-        body["usage"] = _usage_chat(out, n)
-    return body
+    return _with_usage(body, out, n)
 
 
 def completion_stream(out: Output, include_usage: bool) -> StreamPlan:
@@ -226,124 +236,8 @@ def completion_stream(out: Output, include_usage: bool) -> StreamPlan:
     def choice(text: str, finish: str = "null") -> bytes:
         return sse(f'{head}{{"text":{dumps(text)},"index":0,"logprobs":null,"finish_reason":{finish}}}]}}')
 
-    epilogue: list[Event] = [("finish", choice("", dumps(_finish_reason(out))))]
-    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
-        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
-    epilogue.append(DONE)
+    epilogue = _chunk_epilogue(out, head, choice("", dumps(_finish_reason(out))), include_usage)
     return StreamPlan([], [("text", choice(word)) for word in out.words], epilogue, _chat_error_event)
-
-
-# -- Responses -------------------------------------------------------------------------------------
-
-
-def _response_error() -> JSON:
-    return {"code": "server_error", "message": STREAM_ERROR_MESSAGE}
-
-
-def response_json(out: Output, status: str | None = None, include_output: bool = True) -> JSON:
-    """A Responses ``response`` object (``status`` defaults to the script's ``response-status``)."""
-    status = status or out.script.response_status
-    body: JSON = {
-        "id": f"resp_{out.id}",
-        "object": "response",
-        "created_at": CREATED,
-        "status": status,
-        "background": False,
-        "error": _response_error() if status == "failed" else None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-        "instructions": None,
-        "max_output_tokens": None,
-        "metadata": {},
-        "model": out.model,
-        "output": [_message_item(out, status)] if include_output and status != "failed" else [],
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None},
-        "service_tier": "default",
-        "store": True,
-        "temperature": 1.0,
-        "text": {"format": {"type": "text"}},
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": 1.0,
-        "truncation": "disabled",
-        "usage": None,
-        "user": None,
-    }
-    if include_output and out.script.usage != "never" and status != "in_progress":
-        body["usage"] = {
-            "input_tokens": out.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": out.cached_tokens},
-            "output_tokens": out.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": out.prompt_tokens + out.completion_tokens,
-        }
-    return body
-
-
-def _text_part(text: str) -> JSON:
-    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
-
-
-def _message_item(out: Output, status: str, content: bool = True) -> JSON:
-    return {
-        "id": f"msg_{out.id}",
-        "type": "message",
-        "status": "incomplete" if status == "incomplete" else "completed" if content else "in_progress",
-        "role": "assistant",
-        "content": [_text_part(out.text)] if content else [],
-    }
-
-
-def responses_stream(out: Output) -> StreamPlan:
-    item_id = f"msg_{out.id}"
-    status = out.script.response_status
-    where = f'"item_id":"{item_id}","output_index":0,"content_index":0'
-    events: list[tuple[str, JSON]] = [
-        ("response.created", {"response": response_json(out, "in_progress", include_output=False)}),
-        ("response.in_progress", {"response": response_json(out, "in_progress", include_output=False)}),
-        ("response.output_item.added", {"output_index": 0, "item": _message_item(out, "", content=False)}),
-        (
-            "response.content_part.added",
-            {"item_id": item_id, "output_index": 0, "content_index": 0, "part": _text_part("")},
-        ),
-    ]
-    preamble = [_response_event(kind, i, data) for i, (kind, data) in enumerate(events)]
-    seq = len(preamble)
-    content: list[Event] = []
-    for word in out.words:
-        kind = "response.output_text.delta"
-        data = f'{{"type":"{kind}","sequence_number":{seq},{where},"delta":{dumps(word)},"logprobs":[]}}'
-        content.append((f"event:{kind}", f"event: {kind}\ndata: {data}\n\n".encode()))
-        seq += 1
-    if status == "failed":
-        closing: list[tuple[str, JSON]] = [("response.failed", {"response": response_json(out)})]
-    else:
-        item = _message_item(out, status)
-        closing = [
-            (
-                "response.output_text.done",
-                {"item_id": item_id, "output_index": 0, "content_index": 0, "text": out.text, "logprobs": []},
-            ),
-            (
-                "response.content_part.done",
-                {"item_id": item_id, "output_index": 0, "content_index": 0, "part": _text_part(out.text)},
-            ),
-            ("response.output_item.done", {"output_index": 0, "item": item}),
-            (f"response.{status}", {"response": response_json(out)}),
-        ]
-    epilogue = [_response_event(kind, seq + i, data) for i, (kind, data) in enumerate(closing)]
-
-    def error_event(sent: int) -> bytes:
-        data = {"code": "server_error", "message": STREAM_ERROR_MESSAGE, "param": None}
-        return _response_event("error", sent, data)[1]
-
-    return StreamPlan(preamble, content, epilogue, error_event)
-
-
-def _response_event(kind: str, seq: int, data: JSON) -> Event:
-    payload = dumps({"type": kind, "sequence_number": seq, **data})
-    return f"event:{kind}", f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
 # -- other endpoints -------------------------------------------------------------------------------
