@@ -4,8 +4,9 @@
     python scripts/fuzz.py [--examples 2000] [--seed N]
 
 Random response and chunk shapes served by the in-process fake server; each call runs without and
-with instrumentation: the caller's outcome must be the same and the operation span must end once.
-Prints the seed, so a failure can be replayed with --seed.
+with instrumentation: the caller's outcome must be the same and the operation span must end once
+(exactly one operation span, and no "ended span" warning from the OTel SDK). Prints the seed, so a
+failure can be replayed with --seed.
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ from openai_latency.cli.bench_config import Slo
 from openai_latency.cli.bench_output import render_csv, render_text
 from openai_latency.cli.bench_stats import target_stats
 from openai_latency.cli.otlp_json import ReadStats, read_spans
-from openai_latency.cli.report_stats import collect_calls
+from openai_latency.cli.report_collect import collect_calls
 from openai_latency.cli.tree import format_duration
+from openai_latency.fake_server.records import RequestRecord
 from tests.bench_helpers import COMMAND, by_target, chat_records, max_in_flight, percentiles, run_cli, servers
 from tests.key_server import KeyServer
 
@@ -237,7 +238,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
         assert result.code == 0, result.err
         (entry,) = result.json()["results"]
         records = chat_records(server)
-    by_request: dict[str, list] = {}
+    by_request: dict[str, list[RequestRecord]] = {}
     for record in records:  # a retried request's attempts carry the same trace id (traceparent)
         by_request.setdefault(record.headers["traceparent"].split("-")[1], []).append(record)
     assert len(by_request) == 30
@@ -257,20 +258,20 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     # Per request, the server's truth (its log) next to the client's value (the call's span in the
     # --out file, matched by the final attempt's request id)
     calls = {c.request_id: c for c in collect_calls(read_spans([str(out)], ReadStats())).calls}
-    server: dict[str, list[float]] = {"ttft": [], "e2e": [], "tpot": []}
+    logged: dict[str, list[float]] = {"ttft": [], "e2e": [], "tpot": []}
     client: dict[str, list[float]] = {"ttft": [], "e2e": [], "tpot": []}
     for attempts in by_request.values():
         first, last = min(attempts, key=lambda r: r.received_ns), max(attempts, key=lambda r: r.received_ns)
         content = last.content_event_ns
-        server["ttft"].append((content[0] - first.received_ns) / 1e9)
-        server["e2e"].append((last.finished_ns - first.received_ns) / 1e9)
+        logged["ttft"].append((content[0] - first.received_ns) / 1e9)
+        logged["e2e"].append((last.finished_ns - first.received_ns) / 1e9)
         call = calls[last.request_id]
         assert call.ttft is not None
         client["ttft"].append(call.ttft)
         client["e2e"].append(call.duration)
         if call.tpot is not None:  # unset when the client read most chunks late (buffered): no pace seen
             client["tpot"].append(call.tpot)
-            server["tpot"].append((content[-1] - content[0]) / 1e9 / (len(content) - 1))
+            logged["tpot"].append((content[-1] - content[0]) / 1e9 / (len(content) - 1))
     assert len(client["tpot"]) >= 25
     for name in ("ttft", "e2e", "tpot"):
         actual = (entry[name]["p50"], entry[name]["p95"], entry[name]["p99"])
@@ -278,13 +279,13 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
         assert actual == pytest.approx(percentiles(client[name]), abs=1e-9), name
         # ... and each call's value is the server's plus the client's own small share (request build,
         # loopback, parsing; more when a loaded machine deschedules the client), never less
-        offsets = [c - t for c, t in zip(client[name], server[name], strict=True)]
+        offsets = [c - t for c, t in zip(client[name], logged[name], strict=True)]
         assert min(offsets) >= -0.0015 and statistics.median(offsets) < 0.010, (name, offsets)
         # percentiles are monotone and shift with their input: so the table's numbers lie within the
         # server's percentiles plus the smallest and the largest offset
-        for got, truth in zip(actual, percentiles(server[name]), strict=True):
+        for got, truth in zip(actual, percentiles(logged[name]), strict=True):
             assert truth + min(offsets) - 1e-9 <= got <= truth + max(offsets) + 1e-9, name
-    e2e = server["e2e"]
+    e2e = logged["e2e"]
     # goodput: e2e <= 320 ms holds for every call without a retry (~160 ms) and none with (~480 ms),
     # with room for the client's own delays on a loaded machine (up to ~40 ms seen)
     assert max(e2e[i] for i, a in enumerate(by_request.values()) if len(a) == 1) < 0.26
@@ -333,7 +334,8 @@ def test_prompt_cache_hits_and_misses_are_split() -> None:
         assert "ttft, prompt cache hit" in table.out  # every prompt is a hit now: the split still shows
 
 
-TRIAGE_TARGETS = {  # target -> (fake server script, the one bucket each of its calls lands in)
+#: target -> (its fake server's script, the one bucket each of its calls lands in)
+TRIAGE_TARGETS: dict[str, tuple[dict[str, object], str]] = {
     "auth": ({"error": "invalid_api_key"}, "fast_failure"),
     "hang": ({"delay-ms": 2000}, "slow_failure"),  # client timeout 0.5 s, one retry
     "limited": ({"fail-attempts": 1, "retry-after-ms": 50, **STREAM}, "rate_limited"),  # 429, then ok
@@ -345,13 +347,13 @@ TRIAGE_TARGETS = {  # target -> (fake server script, the one bucket each of its 
 
 def test_triage_puts_each_failure_in_its_bucket(tmp_path: Path) -> None:
     with ExitStack() as stack:
-        spawned = servers(stack, *(script for script, _ in TRIAGE_TARGETS.values()))
+        spawned = servers(stack, *[script for script, _ in TRIAGE_TARGETS.values()])
         urls = dict(zip(TRIAGE_TARGETS, (server.base_url for server in spawned), strict=True))
         out = tmp_path / "spans.jsonl"
+        each = [arg for name, url in urls.items() for arg in ("--target", f"{name}={url}")]
         result = run_cli(
-            ["bench", *(a for name, url in urls.items() for a in ("--target", f"{name}={url}")), "--model", "m",
-             "-n", "3", "-c", "6", "--timeout", "0.5", "--max-retries", "1", "--slow-threshold", "0.2",
-             "--format", "json", "--out", str(out)]
+            ["bench", *each, "--model", "m", "-n", "3", "-c", "6", "--timeout", "0.5", "--max-retries", "1",
+             "--slow-threshold", "0.2", "--format", "json", "--out", str(out)]
         )  # fmt: skip
         assert result.code == 0, result.err
         targets = by_target(result.json())
@@ -385,7 +387,8 @@ def test_triage_puts_each_failure_in_its_bucket(tmp_path: Path) -> None:
         "hang": "slow failures: 3 of 3 (network or queue); kinds: openai.APITimeoutError 3; 3 retries",
         "limited": "rate limited: 3 of 3 (quota or rate limit: slow down, or raise the limit);"
         " kinds: succeeded after backoff 3; 3 retries",
-        "broken": "mid-stream failures: 3 of 3 (the endpoint broke off a started stream); kinds: server_error 3",
+        "broken": "mid-stream failures: 3 of 3 (the endpoint broke off a started stream);"
+        " kinds: server_error 3",
         "down": "server errors: 3 of 3 (the provider failed (5xx)); kinds: server_error 3",
         "slow": "slow successes: 3 of 3 (succeeded, slowly: see the dominant phase);"
         " dominant phase: network_wait 3",
@@ -408,12 +411,14 @@ def _triage_sections(text: str) -> dict[str, tuple[str, str]]:
     return sections
 
 
-def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished() -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished(workers: int) -> None:
+    """With ``--workers 2`` the parent gets the SIGINT (as from ``kill -INT``) and passes it on."""
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 150, **STREAM})
         process = subprocess.Popen(
             [COMMAND, "bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "200", "-c", "2",
-             "--format", "json"],
+             "--format", "json", "--workers", str(workers)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "OPENAI_API_KEY": "sk-test"},
         )  # fmt: skip
@@ -439,6 +444,41 @@ def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished() -> None:
         assert entry["errors"] == 0
 
 
+def test_workers_share_the_load_and_their_spans_are_one_result(tmp_path: Path) -> None:
+    """``--workers 2``: two client processes make the load of one (exactly C in flight, N requests),
+    and the parent's result and ``--out`` file hold every request of both."""
+    with ExitStack() as stack:
+        closed, opened = servers(
+            stack, {"delay-ms": 60, **STREAM}, {"delay-ms": 1, "ttft-ms": 1, "chunks": 2}
+        )
+        out = tmp_path / "spans.jsonl"
+        result = run_cli(
+            ["bench", "--target", f"a={closed.base_url}", "--model", "m", "-n", "12", "-c", "4",
+             "--workers", "2", "--warmup", "2", "--format", "json", "--out", str(out)]
+        )  # fmt: skip
+        rated = run_cli(
+            ["bench", "--target", f"a={opened.base_url}", "--model", "m", "--rate", "20", "-n", "20",
+             "--workers", "2", "--no-stream", "--format", "json"]
+        )  # fmt: skip
+        records, arrivals = chat_records(closed), sorted(r.received_ns for r in chat_records(opened))
+    assert result.code == 0 and rated.code == 0, result.err + rated.err
+    report = result.json()
+    (entry,) = report["results"]
+    assert report["config"]["workers"] == 2 and entry["requests"] == 12 and entry["errors"] == 0
+    assert len(records) == 14  # the warm-up's 2 (split over the workers) and the 12
+    assert max_in_flight(records) == 4  # two processes of 2
+    assert entry["chunk_gaps"]["n"] == 7 * 12  # both workers' gaps, 8 content chunks a request
+    assert report["client"]["cpu_s"] > 0 and report["client"]["loop_lag"]["n"] > 0
+    reread = run_cli(["report", str(out), "--format", "json"])
+    (group,) = reread.json()["groups"]
+    assert group["calls"] == 12 and group["duration"] == entry["e2e"]  # every request, once
+    # open loop: each worker sends at 10/s and they take turns (shifted by 1/20 s), so arrivals do
+    # not come in pairs: few gaps are much shorter than the 50 ms spacing
+    assert rated.json()["results"][0]["requests"] == 20 and len(arrivals) == 20
+    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(arrivals)]
+    assert sum(gap < 0.0125 for gap in gaps) < len(gaps) / 4, gaps
+
+
 BAD_INPUTS = [
     (["bench"], "the following arguments are required: --target"),
     (
@@ -452,6 +492,15 @@ BAD_INPUTS = [
     (["bench", "--target", "a=http://127.0.0.1:9/v1"], "no model"),
     (["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", "-c", "0"], "must be at least 1"),
     (["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", "--poisson"], "--poisson needs --rate"),
+    (
+        ["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", "--workers", "0"],
+        "must be at least 1",
+    ),
+    (
+        ["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", "--ramp-up", "-1"],
+        "must be a positive",
+    ),
+    (["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", "--ramp-up", "soon"], "not a duration"),
     (
         [
             "bench",

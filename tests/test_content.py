@@ -228,7 +228,7 @@ def test_collected_stream_text_never_exceeds_the_limit() -> None:
     from openai.types.chat import ChatCompletionChunk
 
     from openai_latency.content import ContentCapture
-    from openai_latency.operation import StreamStats
+    from openai_latency.model import StreamStats
 
     capture = ContentCapture("span_only", 50, None)
     observe = capture.observer(lambda st, item: True, "chat")

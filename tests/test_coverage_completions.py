@@ -7,7 +7,7 @@ from typing import Any
 import openai
 from openai.types import Completion
 
-from openai_latency.operation import StreamStats
+from openai_latency.model import StreamStats
 from openai_latency.streams import OBSERVERS
 from openai_latency.timeline import clock
 from tests.spans import MS, Captured, assert_close_ns, assert_tiles, attrs, duration_ns, end_mono

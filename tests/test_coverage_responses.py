@@ -23,7 +23,7 @@ from openai.types.responses import (
 )
 from opentelemetry.trace import StatusCode
 
-from openai_latency.operation import StreamStats
+from openai_latency.model import StreamStats
 from openai_latency.streams import OBSERVERS
 from openai_latency.timeline import clock
 from tests.spans import MS, Captured, assert_close_ns, assert_tiles, attrs, duration_ns, end_mono, start_mono

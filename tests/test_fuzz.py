@@ -1,5 +1,6 @@
 """Fuzzing: random response and chunk shapes never give the caller an exception (or a result) that
-the uninstrumented SDK would not give, and the operation span always ends.
+the uninstrumented SDK would not give, and the operation span always ends, exactly once (the OTel
+SDK logs no "ended span" warning: no second ``end()``, no attribute set after the end).
 
 A fixed seed (``derandomize``) and a bounded number of examples keep the suite deterministic and
 short; ``scripts/fuzz.py`` runs the same property with many more examples and a random seed.

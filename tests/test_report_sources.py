@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.cli import main
 from openai_latency.cli.otlp_json import ReadStats, read_spans
-from openai_latency.cli.report_stats import collect_calls
+from openai_latency.cli.report_collect import collect_calls
 from openai_latency.cli.tree import format_duration
 from openai_latency.cli.waterfall import waterfall_lines
 from openai_latency.fake_server import FakeServer

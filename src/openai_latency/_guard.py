@@ -2,6 +2,8 @@
 
 A hook body that raises is logged once per function (with the traceback) and its ``default`` is
 returned; exceptions of the wrapped SDK are never caught here: hooks call the SDK outside ``guarded``.
+The types say so: a guarded function that returns ``R`` returns ``R | None`` (``R | D`` with a
+``default`` of type ``D``), and every caller handles the default.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import ParamSpec, TypeVar, overload
 
 log = logging.getLogger("openai_latency")
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+D = TypeVar("D")
 
 _reported: set[str] = set()
 
@@ -31,18 +35,26 @@ def report(where: str) -> None:
     )
 
 
-def guarded(default: Any = None) -> Callable[[F], F]:
-    def decorate(function: F) -> F:
+@overload
+def guarded() -> Callable[[Callable[P, R]], Callable[P, R | None]]: ...
+
+
+@overload
+def guarded(default: D) -> Callable[[Callable[P, R]], Callable[P, R | D]]: ...
+
+
+def guarded(default: object = None) -> Callable[[Callable[P, R]], Callable[P, object]]:
+    def decorate(function: Callable[P, R]) -> Callable[P, object]:
         where = function.__qualname__
 
         @functools.wraps(function)
-        def guard(*args: Any, **kwargs: Any) -> Any:
+        def guard(*args: P.args, **kwargs: P.kwargs) -> object:
             try:
                 return function(*args, **kwargs)
             except Exception:
                 report(where)
                 return default
 
-        return cast(F, guard)
+        return guard
 
     return decorate

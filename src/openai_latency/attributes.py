@@ -15,8 +15,9 @@ from typing import Any
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv._incubating.attributes import openai_attributes as openai_attrs
-from opentelemetry.semconv.attributes import server_attributes
-from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+
+from . import semconv as sc
+from .model import Attributes
 
 # kwarg name -> attribute, for the request parameters the GenAI conventions name
 _REQUEST_PARAMS = {
@@ -62,18 +63,18 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-def is_given(value: Any) -> bool:
+def is_given(value: object) -> bool:
     """False for None and the SDK's NOT_GIVEN / Omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
 
 
-def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str | None) -> dict[str, Any]:
-    attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: operation}
+def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str | None) -> Attributes:
+    attributes: Attributes = {sc.GEN_AI_OPERATION_NAME: operation}
     if api_type:
         attributes[openai_attrs.OPENAI_API_TYPE] = api_type
     model = kwargs.get("model")
     if is_given(model):
-        attributes[gen_ai.GEN_AI_REQUEST_MODEL] = str(model)
+        attributes[sc.GEN_AI_REQUEST_MODEL] = str(model)
     attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
     # One pass over what the caller passed (a few keys), not over every parameter we know.
     for name in kwargs.keys() & _OPTIONAL_PARAMS:
@@ -100,11 +101,11 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
     return attributes
 
 
-_BY_CLIENT: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+_BY_CLIENT: weakref.WeakKeyDictionary[object, tuple[object, Attributes]] = weakref.WeakKeyDictionary()
 """client -> (its base_url object, the attributes read from it): reading them parses the URL."""
 
 
-def client_attributes(client: Any) -> dict[str, Any]:
+def client_attributes(client: object) -> Attributes:
     """gen_ai.provider.name, server.address and server.port from the SDK client object."""
     url = getattr(client, "base_url", None)
     try:
@@ -118,15 +119,15 @@ def client_attributes(client: Any) -> dict[str, Any]:
     return dict(attributes)
 
 
-def _url_attributes(client: Any, url: Any) -> dict[str, Any]:
-    attributes: dict[str, Any] = {}
+def _url_attributes(client: object, url: object) -> Attributes:
+    attributes: Attributes = {}
     host = getattr(url, "host", None)
     port = getattr(url, "port", None)
     scheme = getattr(url, "scheme", "https")
     if host:
-        attributes[server_attributes.SERVER_ADDRESS] = host
-        attributes[server_attributes.SERVER_PORT] = port or (443 if scheme == "https" else 80)
-    attributes[gen_ai.GEN_AI_PROVIDER_NAME] = provider_name(type(client).__name__, host or "", port)
+        attributes[sc.SERVER_ADDRESS] = host
+        attributes[sc.SERVER_PORT] = port or (443 if scheme == "https" else 80)
+    attributes[sc.GEN_AI_PROVIDER_NAME] = provider_name(type(client).__name__, host or "", port)
     return attributes
 
 
@@ -143,15 +144,15 @@ def provider_name(client_class: str, host: str, port: int | None) -> str:
     return "openai"
 
 
-def response_attributes(result: Any) -> dict[str, Any]:
+def response_attributes(result: object) -> Attributes:
     """Attributes of a parsed response (ChatCompletion, Response, Completion, embeddings)."""
-    attributes: dict[str, Any] = {}
+    attributes: Attributes = {}
     response_id = getattr(result, "id", None)
     if isinstance(response_id, str):
         attributes[gen_ai.GEN_AI_RESPONSE_ID] = response_id
     model = getattr(result, "model", None)
     if isinstance(model, str):
-        attributes[gen_ai.GEN_AI_RESPONSE_MODEL] = model
+        attributes[sc.GEN_AI_RESPONSE_MODEL] = model
     reasons = finish_reasons(getattr(result, "choices", None))
     kind = getattr(result, "object", None)
     if kind == "response":
@@ -162,7 +163,7 @@ def response_attributes(result: Any) -> dict[str, Any]:
         if dimensions:
             attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
     if reasons:
-        attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     fingerprint = getattr(result, "system_fingerprint", None)
     if isinstance(fingerprint, str):
         attributes[openai_attrs.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = fingerprint
@@ -173,7 +174,7 @@ def response_attributes(result: Any) -> dict[str, Any]:
     return attributes
 
 
-def embedding_dimensions(data: Any) -> int | None:
+def embedding_dimensions(data: object) -> int | None:
     """Length of the first vector of an embeddings response; the vectors themselves are never read."""
     if not isinstance(data, list) or not data:
         return None
@@ -196,7 +197,7 @@ class ProviderError(Exception):
         self.code = code
 
 
-def stream_error(item: Any) -> ProviderError:
+def stream_error(item: object) -> ProviderError:
     """The error an error item (``ResponseError``, ``ResponseErrorEvent``...) describes."""
     code = getattr(item, "code", None)
     message = getattr(item, "message", None)
@@ -205,7 +206,7 @@ def stream_error(item: Any) -> ProviderError:
     )
 
 
-def failed_response_error(result: Any) -> ProviderError | None:
+def failed_response_error(result: object) -> ProviderError | None:
     """The provider's error when a non-stream Responses call returned a ``failed`` Response (HTTP 200)."""
     if getattr(result, "object", None) != "response" or getattr(result, "status", None) != "failed":
         return None
@@ -219,16 +220,16 @@ def finish_reasons(choices: Any) -> list[str]:
     return [str(reason) for reason in reasons if reason]
 
 
-def usage_attributes(usage: Any) -> dict[str, Any]:
+def usage_attributes(usage: object) -> Attributes:
     if usage is None:
         return {}
-    attributes: dict[str, Any] = {}
+    attributes: Attributes = {}
     input_tokens = _first_int(usage, "prompt_tokens", "input_tokens")
     output_tokens = _first_int(usage, "completion_tokens", "output_tokens")
     if input_tokens is not None:
-        attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+        attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     if output_tokens is not None:
-        attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+        attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     input_details = getattr(usage, "prompt_tokens_details", None) or getattr(
         usage, "input_tokens_details", None
     )
@@ -244,7 +245,7 @@ def usage_attributes(usage: Any) -> dict[str, Any]:
     return attributes
 
 
-def _first_int(obj: Any, *names: str) -> int | None:
+def _first_int(obj: object, *names: str) -> int | None:
     if obj is None:
         return None
     for name in names:
@@ -254,13 +255,13 @@ def _first_int(obj: Any, *names: str) -> int | None:
     return None
 
 
-def header_attributes(headers: Mapping[str, str] | None) -> dict[str, Any]:
+def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
     """x-request-id, openai-processing-ms and x-ratelimit-* of the final response, in one pass.
 
     httpx's ``items()`` decodes every header (and detects the encoding); its ``raw`` pairs let us
     decode only the nine we read. Rate-limit attributes exist only when their header does.
     """
-    attributes: dict[str, Any] = {}
+    attributes: Attributes = {}
     if headers is None:
         return attributes
     raw = getattr(headers, "raw", None)
@@ -316,15 +317,16 @@ def _parse_int(raw: str) -> int | None:
         return None
 
 
-_HEADERS: dict[bytes, tuple[str, Callable[[str], Any]]] = {
-    b"x-request-id": ("openai_latency.request_id", _text),
-    b"openai-processing-ms": ("openai_latency.server.processing_time", _processing_seconds),
-    b"x-ratelimit-limit-requests": ("openai_latency.ratelimit.limit_requests", _parse_int),
-    b"x-ratelimit-limit-tokens": ("openai_latency.ratelimit.limit_tokens", _parse_int),
-    b"x-ratelimit-remaining-requests": ("openai_latency.ratelimit.remaining_requests", _parse_int),
-    b"x-ratelimit-remaining-tokens": ("openai_latency.ratelimit.remaining_tokens", _parse_int),
-    b"x-ratelimit-reset-requests": ("openai_latency.ratelimit.reset_requests", parse_reset_duration),
-    b"x-ratelimit-reset-tokens": ("openai_latency.ratelimit.reset_tokens", parse_reset_duration),
+_RATELIMIT = sc.OPENAI_LATENCY_RATELIMIT_PREFIX
+_HEADERS: dict[bytes, tuple[str, Callable[[str], str | float | None]]] = {
+    b"x-request-id": (sc.OPENAI_LATENCY_REQUEST_ID, _text),
+    b"openai-processing-ms": (sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME, _processing_seconds),
+    b"x-ratelimit-limit-requests": (_RATELIMIT + "limit_requests", _parse_int),
+    b"x-ratelimit-limit-tokens": (_RATELIMIT + "limit_tokens", _parse_int),
+    b"x-ratelimit-remaining-requests": (_RATELIMIT + "remaining_requests", _parse_int),
+    b"x-ratelimit-remaining-tokens": (_RATELIMIT + "remaining_tokens", _parse_int),
+    b"x-ratelimit-reset-requests": (_RATELIMIT + "reset_requests", parse_reset_duration),
+    b"x-ratelimit-reset-tokens": (_RATELIMIT + "reset_tokens", parse_reset_duration),
 }
 """Response header (lowercase) -> (attribute, parser returning the value or None)."""
 
@@ -384,17 +386,17 @@ def qualified_name(exc_type: type[BaseException]) -> str:
     return f"{public}.{exc_type.__qualname__}"
 
 
-def error_attributes(exc: BaseException, *, mid_stream: bool = False) -> dict[str, Any]:
+def error_attributes(exc: BaseException, *, mid_stream: bool = False) -> Attributes:
     """error.type, openai_latency.error.category and, for HTTP errors, the status code."""
     status = getattr(exc, "status_code", None)
     code = getattr(exc, "code", None)
     code = code if isinstance(code, str) and code else None
-    attributes: dict[str, Any] = {}
+    attributes: Attributes = {}
     if isinstance(status, int):
-        attributes["http.response.status_code"] = status
+        attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
     error_type = code or (str(status) if isinstance(status, int) else qualified_name(type(exc)))
-    attributes[ERROR_TYPE] = error_type or "_OTHER"
-    attributes["openai_latency.error.category"] = error_category(exc, status, code, mid_stream)
+    attributes[sc.ERROR_TYPE] = error_type or "_OTHER"
+    attributes[sc.OPENAI_LATENCY_ERROR_CATEGORY] = error_category(exc, status, code, mid_stream)
     return attributes
 
 
@@ -404,7 +406,7 @@ _TRANSPORT_ERRORS = frozenset(
 )
 
 
-def error_category(exc: BaseException, status: Any, code: str | None, mid_stream: bool) -> str:
+def error_category(exc: BaseException, status: object, code: str | None, mid_stream: bool) -> str:
     name = type(exc).__name__
     if name == "CancelledError":
         return "cancelled"

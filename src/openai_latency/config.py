@@ -10,31 +10,36 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, get_args
 
 _log = logging.getLogger("openai_latency")
 
-PHASE_SPANS_MODES = ("detailed", "phases", "off")
-STREAM_USAGE_MODES = ("off", "inject")
-CONTENT_MODES = ("no_content", "span_only", "event_only", "span_and_event")
+PhaseSpans = Literal["detailed", "phases", "off"]
+StreamUsage = Literal["off", "inject"]
+CaptureContent = Literal["no_content", "span_only", "event_only", "span_and_event"]
+"""The values of the GenAI semantic conventions' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
+
+PHASE_SPANS_MODES: tuple[PhaseSpans, ...] = get_args(PhaseSpans)
+STREAM_USAGE_MODES: tuple[StreamUsage, ...] = get_args(StreamUsage)
+CONTENT_MODES: tuple[CaptureContent, ...] = get_args(CaptureContent)
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Settings:
-    phase_spans: str = "phases"
+    phase_spans: PhaseSpans = "phases"
     """``phases``: the phase spans, the http.* sub-phases as attributes of each network_wait;
     ``detailed``: the http.* sub-phases as spans too; ``off``: the operation span only."""
     phase_metrics: bool = False
     """``openai_latency.phase.duration`` points (one per phase and http.* sub-phase of every call)."""
-    stream_usage: str = "off"
+    stream_usage: StreamUsage = "off"
+    """``inject``: add ``stream_options.include_usage`` to chat streams that do not set it."""
     stall_threshold: float = 2.0
+    """Seconds: a server-side gap between two chunks longer than this is a stall event."""
     trace_dns: bool = False
     propagate: bool = True
-    capture_content: str = "no_content"
+    capture_content: CaptureContent = "no_content"
     content_max_length: int = 4096
 
     @property
@@ -51,7 +56,6 @@ class Settings:
         return self.phase_spans != "off"
 
 
-# setting name -> (environment variable, parser, description of accepted values)
 def _choice(allowed: tuple[str, ...]) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -85,7 +89,8 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-_FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+# setting name -> (environment variable, parser, description of accepted values)
+_FIELDS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "phase_spans": ("OPENAI_LATENCY_PHASE_SPANS", _choice(PHASE_SPANS_MODES), "|".join(PHASE_SPANS_MODES)),
     "phase_metrics": ("OPENAI_LATENCY_PHASE_METRICS", _bool, "true|false"),
     "stream_usage": (
@@ -106,7 +111,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
 
 
 def load_settings(
-    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
     """Builds settings from ``environ`` (default ``os.environ``), then ``overrides`` (instrument kwargs).
 
@@ -116,7 +121,7 @@ def load_settings(
     defaults = Settings()
     values: dict[str, Any] = {}
     for name, (var, parse, accepted) in _FIELDS.items():
-        raw: Any = None
+        raw: object = None
         source = var
         if overrides is not None and overrides.get(name) is not None:
             raw, source = overrides[name], f"instrument({name}=...)"

@@ -16,17 +16,20 @@ by an observer that exists only while capture is on, and never holds more text t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
 from ._guard import guarded, report
 from .bounded_json import fit
+from .model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 from .timeline import to_epoch_ns
 
 if TYPE_CHECKING:
-    from .operation import Operation, OperationKind, StreamStats, Telemetry
+    from opentelemetry._logs import Logger
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span
 
 EVENT_NAME = "gen_ai.client.inference.operation.details"
 SPAN_MODES = ("span_only", "span_and_event")
@@ -37,7 +40,6 @@ OUTPUT = gen_ai.GEN_AI_OUTPUT_MESSAGES
 SYSTEM = gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
 TOOLS = gen_ai.GEN_AI_TOOL_DEFINITIONS
 
-Observer = Callable[["StreamStats", Any], bool]
 JSON = dict[str, Any]
 
 
@@ -47,7 +49,9 @@ def capture_request(
 ) -> ContentCapture | None:
     """A capture for this call with its request content serialized, or None when the API has none."""
     settings = telemetry.settings
-    capture = ContentCapture(settings.capture_content, settings.content_max_length, telemetry.logger)
+    capture = ContentCapture(
+        settings.capture_content, settings.content_max_length, telemetry.logger, kind.api_type
+    )
     if kind.api_type == "chat_completions":
         messages = kwargs.get("messages")
         if isinstance(messages, (list, tuple)):
@@ -72,13 +76,15 @@ def capture_request(
 class ContentCapture:
     """Request values (ready JSON), the non-stream result, and stream output collected so far."""
 
-    def __init__(self, mode: str, limit: int, logger: Any) -> None:
+    def __init__(self, mode: str, limit: int, logger: Logger | None, api_type: str | None = None) -> None:
         self.mode = mode
         self.limit = limit
         self.logger = logger
+        self.api_type = api_type
+        """The call's openai.api.type: how to read its result into output messages."""
         self.values: dict[str, str] = {}
         self.result: Any = None
-        """The parsed response of a non-stream call (set by :meth:`Operation.returned`)."""
+        """The parsed response of a non-stream call (set by :meth:`.Operation.returned`)."""
         self._budget = limit + 1  # one more character than kept tells "truncated" apart
         self._text: dict[int, list[str]] = {}
         self._calls: dict[tuple[int, int], JSON] = {}
@@ -163,30 +169,40 @@ class ContentCapture:
     # --- the end --------------------------------------------------------------------------------
 
     @guarded()
-    def emit(self, op: Operation, end_ns: int, summary: Mapping[str, Any]) -> None:
-        """Puts the values on the span and/or emits the log record, per the mode."""
+    def emit(
+        self,
+        span: Span,
+        context: Context,
+        request: Attributes,
+        final_item: object,
+        end_ns: int,
+        summary: Attributes,
+    ) -> None:
+        """Puts the values on the operation ``span`` and/or emits the log record (in ``context``, with
+        the ``request`` attributes and the ``summary``'s semconv ones), per the mode. ``final_item``:
+        the final Response of a Responses stream, if any."""
         values = dict(self.values)
-        output = self._output_messages(op)
+        output = self._output_messages(final_item)
         if output:
             values[OUTPUT] = fit(output, self.limit)
         if not values:
             return
         if self.mode in SPAN_MODES:
-            op.span.set_attributes(values)
+            span.set_attributes(values)
         if self.mode in EVENT_MODES and self.logger is not None:
-            attributes = {**op.attributes, **_event_attributes(summary), **values}
+            attributes = {**request, **_event_attributes(summary), **values}
             self.logger.emit(
                 timestamp=to_epoch_ns(end_ns),
-                context=op.context,
+                context=context,
                 event_name=EVENT_NAME,
                 attributes=attributes,
             )
 
-    def _output_messages(self, op: Operation) -> list[JSON]:
-        api_type = op.kind.api_type
+    def _output_messages(self, final_item: object) -> list[JSON]:
+        api_type = self.api_type
         result = self.result
         if api_type == "responses":
-            final = result if result is not None else op.stream.final_item
+            final = result if result is not None else final_item
             if final is not None and getattr(final, "output", None):
                 return [_responses_output(final)]
         elif result is not None:
@@ -211,7 +227,7 @@ class ContentCapture:
         return messages
 
 
-def _event_attributes(summary: Mapping[str, Any]) -> dict[str, Any]:
+def _event_attributes(summary: Attributes) -> Attributes:
     """The span's response-side semconv attributes (ids, models, usage, finish reasons, error.type)."""
     return {k: v for k, v in summary.items() if k.startswith("gen_ai.") or k == "error.type"}
 

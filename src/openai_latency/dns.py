@@ -15,13 +15,13 @@ They record ``(first start, last end)`` on the attempt; :mod:`openai_latency.tim
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import wrapt
 
-from ._guard import guarded
-from .sdk_hooks import CURRENT
+from .model import Args, Kwargs, Wrapped
+from .registry import CURRENT
 from .timeline import Attempt, clock
 
 #: (module, function) pairs wrapped when DNS tracing is on.
@@ -38,13 +38,7 @@ def _in_flight() -> Attempt | None:
     return attempts[-1]
 
 
-@guarded()
-def _note(attempt: Attempt, start_ns: int, end_ns: int) -> None:
-    first = attempt.dns[0] if attempt.dns is not None else start_ns
-    attempt.dns = (first, end_ns)
-
-
-def _sync_getaddrinfo(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+def _sync_getaddrinfo(wrapped: Wrapped, instance: object, args: Args, kwargs: Kwargs) -> Any:
     attempt = _in_flight()
     if attempt is None:
         return wrapped(*args, **kwargs)
@@ -52,10 +46,10 @@ def _sync_getaddrinfo(wrapped: Callable[..., Any], instance: Any, args: Any, kwa
     try:
         return wrapped(*args, **kwargs)
     finally:
-        _note(attempt, start, clock())
+        attempt.note_dns(start, clock())
 
 
-def _async_getaddrinfo(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+def _async_getaddrinfo(wrapped: Wrapped, instance: object, args: Args, kwargs: Kwargs) -> Any:
     attempt = _in_flight()
     if attempt is None:
         return wrapped(*args, **kwargs)
@@ -67,7 +61,7 @@ async def _timed(attempt: Attempt, resolving: Awaitable[Any]) -> Any:
     try:
         return await resolving
     finally:
-        _note(attempt, start, clock())
+        attempt.note_dns(start, clock())
 
 
 def install() -> list[tuple[Any, str]]:

@@ -19,9 +19,9 @@ from opentelemetry.instrumentation.utils import unwrap
 from . import dns, legacy_send
 from .config import load_settings
 from .metrics import Metrics
-from .operation import Telemetry
+from .model import Telemetry, Wrapper
 from .routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
-from .sdk_hooks import Hooks, Wrapper
+from .sdk_hooks import Hooks
 from .version import __version__
 
 _log = logging.getLogger("openai_latency")
@@ -77,6 +77,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """
 
     _patched: list[tuple[Any, str]]
+    _hooks: Hooks | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _INSTRUMENTS
@@ -96,7 +97,9 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if settings.capture_content in ("event_only", "span_and_event"):
             provider = kwargs.get("logger_provider")
             logger = _logs.get_logger("openai_latency", __version__, provider, SCHEMA_URL)
-        hooks = Hooks(Telemetry(tracer=tracer, metrics=Metrics(meter), settings=settings, logger=logger))
+        hooks = self._hooks = Hooks(
+            Telemetry(tracer=tracer, metrics=Metrics(meter), settings=settings, logger=logger)
+        )
         self._patched = []
         for module_name, path, wrapper in _patch_table(hooks):
             owner = _resolve_owner(module_name, path)
@@ -110,6 +113,11 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             legacy_send.install(hooks)  # openai < 2.31: attempts are bracketed at httpx's send
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        if self._hooks is not None:
+            # wrappers that SDK objects cached while instrumented (with_raw_response, partials)
+            # stay reachable after unwrapping: they see this and only call through
+            self._hooks.deactivate()
+            self._hooks = None
         legacy_send.uninstall()
         for owner, attribute in reversed(getattr(self, "_patched", [])):
             unwrap(owner, attribute)

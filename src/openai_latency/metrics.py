@@ -1,4 +1,5 @@
-"""The instruments of DESIGN §4 and one ``record`` per finished operation.
+"""The instruments (the metrics table of docs/ARCHITECTURE.md, "The public contract") and one
+``record`` per finished operation.
 
 Recording happens once, when the call ends, inside the operation span's context so that an SDK
 exemplar filter can link each point to its trace. Attributes stay low-cardinality.
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import Histogram, Meter
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv as sc
 
 # Explicit bucket advice of the GenAI semantic conventions (docs/gen-ai/gen-ai-metrics.md).
 # Client metrics: operation.duration, time_to_first_chunk and time_per_output_chunk share one set.
@@ -46,21 +49,21 @@ UNLINKED = trace.set_span_in_context(trace.INVALID_SPAN)
 """A context without a (sampled) span: points recorded in it offer no exemplar. Not an empty context:
 the SDK replaces a falsy context with the current one."""
 
-# Span attributes that metric points may carry (DESIGN §4: never ids, never content).
+# Span attributes that metric points may carry (low cardinality: never ids, never content).
 METRIC_ATTRIBUTES = (
-    "gen_ai.operation.name",
-    "gen_ai.provider.name",
-    "gen_ai.request.model",
-    "gen_ai.response.model",
-    "server.address",
-    "server.port",
-    "error.type",
+    sc.GEN_AI_OPERATION_NAME,
+    sc.GEN_AI_PROVIDER_NAME,
+    sc.GEN_AI_REQUEST_MODEL,
+    sc.GEN_AI_RESPONSE_MODEL,
+    sc.SERVER_ADDRESS,
+    sc.SERVER_PORT,
+    sc.ERROR_TYPE,
 )
 
 
-def metric_attributes(*sources: Mapping[str, Any]) -> dict[str, Any]:
+def metric_attributes(*sources: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
     """:data:`METRIC_ATTRIBUTES` from the first of ``sources`` that has each (no merged copy)."""
-    out: dict[str, Any] = {}
+    out: dict[str, AttributeValue] = {}
     for key in METRIC_ATTRIBUTES:
         for source in sources:
             if key in source:
@@ -73,7 +76,7 @@ def metric_attributes(*sources: Mapping[str, Any]) -> dict[str, Any]:
 class Measurements:
     """What one finished call contributes to the metrics, in seconds and tokens."""
 
-    attributes: dict[str, Any]
+    attributes: dict[str, AttributeValue]
     """The point attributes: the span's :data:`METRIC_ATTRIBUTES` it has."""
     duration: float
     phases: list[tuple[str, float]] = field(default_factory=list)
@@ -152,16 +155,17 @@ class Metrics:
 
     def record(self, m: Measurements, context: otel_context.Context) -> None:
         """Records ``m``. Only the latency points users open traces from (duration, time to first
-        chunk/token, time per output token) get ``context``, so an exemplar filter links them to the
-        trace; the others get a span-less context: offering exemplars for token counts, phase
-        points and retries costs the SDK's reservoir on every point and links nothing useful."""
+        chunk/token, time per output token, and the opt-in phase durations: "which call made this
+        phase's p95?") get ``context``, so an exemplar filter links them to the trace; token counts,
+        chunk gaps and retries get a span-less context: an exemplar there costs the SDK's
+        reservoir on every point and links nothing worth opening."""
         base = m.attributes
         self.duration.record(m.duration, base, context=context)
         if m.input_tokens is not None:
-            self.token_usage.record(m.input_tokens, {**base, "gen_ai.token.type": "input"}, context=UNLINKED)
+            self.token_usage.record(m.input_tokens, {**base, sc.GEN_AI_TOKEN_TYPE: "input"}, context=UNLINKED)
         if m.output_tokens is not None:
             self.token_usage.record(
-                m.output_tokens, {**base, "gen_ai.token.type": "output"}, context=UNLINKED
+                m.output_tokens, {**base, sc.GEN_AI_TOKEN_TYPE: "output"}, context=UNLINKED
             )
         if m.time_to_first_chunk is not None:
             self.time_to_first_chunk.record(m.time_to_first_chunk, base, context=context)
@@ -172,6 +176,6 @@ class Metrics:
         for gap in m.chunk_gaps:
             self.time_per_output_chunk.record(gap, base, context=UNLINKED)
         for phase, seconds in m.phases:
-            self.phase_duration.record(seconds, {**base, "openai_latency.phase": phase}, context=UNLINKED)
+            self.phase_duration.record(seconds, {**base, sc.OPENAI_LATENCY_PHASE: phase}, context=context)
         for error_type in m.retries:
-            self.retries.add(1, {**base, "error.type": error_type}, context=UNLINKED)
+            self.retries.add(1, {**base, sc.ERROR_TYPE: error_type}, context=UNLINKED)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ._guard import guarded
 from .attributes import is_given
-from .operation import OperationKind
+from .model import OperationKind
 
 INCLUDE_USAGE = {"include_usage": True}
 

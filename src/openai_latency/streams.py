@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import asyncio
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._guard import report
-from .operation import Operation, StreamStats
 from .attributes import response_attributes
+from .model import Observer, StreamStats
 from .stream_usage import is_usage_only
 from .timeline import clock
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from .operation import Operation
 
-Observer = Callable[[StreamStats, Any], bool]
-"""Reads one chunk into the stats; returns True when the chunk carries output."""
+T = TypeVar("T")
 
 
 def _observe_chat(st: StreamStats, chunk: Any) -> bool:

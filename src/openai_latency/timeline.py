@@ -10,7 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from . import semconv as sc
+from ._guard import guarded
+from .attributes import qualified_name, response_error_code
+from .model import Attributes
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 clock = time.perf_counter_ns
 """The one clock of the project: CLOCK_MONOTONIC on Linux, shared with the fake server's log."""
@@ -46,12 +54,39 @@ class Attempt:
     """httpcore step that failed (``connect_tcp``, ``start_tls``, ``send_request_body``...) -> the
     qualified name of its exception, from the ``*.failed`` trace events."""
     dns: tuple[int, int] | None = None
+    """(first start, last end) of the name resolutions during this attempt (``trace_dns``)."""
     new_connection: bool = False
     """httpcore opened a connection (TCP connect) for this attempt."""
-    span: Any = None
+    span: Span | None = None
     """Its ``openai.network_wait`` span, started with the attempt so that spans made during the send
     (an HTTP client instrumentation's, a server's through ``traceparent``) nest under it."""
     _times: dict[str, int] | None = field(default=None, repr=False)
+
+    @guarded()
+    def record_response(self, response: Any, now: int) -> None:
+        """The send returned the SDK's HTTP ``response`` at ``now``: its status, protocol version,
+        headers, and for an error status the provider's code (else the status) as error.type."""
+        self.settle(now)
+        status = self.status_code = response.status_code
+        if not self.headers_ns:
+            self.headers_ns = now
+        version = getattr(response, "http_version", "")
+        self.http_version = version.split("/", 1)[1] if "/" in version else version or None
+        self.response_headers = response.headers
+        if status >= 400:
+            self.error_type = response_error_code(response) or str(status)
+
+    @guarded()
+    def record_error(self, exc: BaseException, now: int) -> None:
+        """The send raised ``exc`` at ``now`` (a connection, TLS or timeout error...)."""
+        self.settle(now)
+        self.error_type = qualified_name(type(exc))
+
+    @guarded()
+    def note_dns(self, start_ns: int, end_ns: int) -> None:
+        """One name resolution of this attempt; several (happy eyeballs, retries) span first to last."""
+        first = self.dns[0] if self.dns is not None else start_ns
+        self.dns = (first, end_ns)
 
     def settle(self, now: int) -> None:
         """The attempt's send returned (or raised) at ``now``: its headers time (the trace event, else
@@ -98,6 +133,29 @@ class Backoff:
     reason: str = ""
     delay_s: float | None = None
     delay_source: str = "backoff"
+    """``backoff`` (the SDK's own exponential delay), or the header it came from:
+    ``retry-after-ms`` / ``retry-after``."""
+
+    @guarded()
+    def note_delay(self, delay: float, headers: Mapping[str, str] | None) -> None:
+        """The delay the SDK chose, and whether it came from the server's retry-after(-ms) header."""
+        self.delay_s = float(delay)
+        if headers is None:
+            return
+        for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+            raw = headers.get(name)
+            if raw is None:
+                continue
+            try:
+                if abs(float(raw) / divisor - self.delay_s) < 1e-9:
+                    self.delay_source = name
+            except ValueError:
+                pass
+            return
+
+    def end(self, now: int) -> None:
+        """The sleep ended (or was interrupted) at ``now``."""
+        self.end_ns = now
 
 
 @dataclass
@@ -105,9 +163,9 @@ class Phase:
     name: str
     start_ns: int
     end_ns: int
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: Attributes = field(default_factory=dict)
     children: list[Phase] = field(default_factory=list)
-    span: Any = None
+    span: Span | None = None
     """The span already started for this phase (network_wait), if any."""
 
     @property
@@ -136,10 +194,36 @@ class Timeline:
     attempts: list[Attempt] = field(default_factory=list)
     backoffs: list[Backoff] = field(default_factory=list)
 
-    def begin_attempt(self, index: int) -> Attempt:
-        attempt = Attempt(index=index, start_ns=clock())
+    def begin_attempt(self, now: int, span: Span | None) -> Attempt:
+        """The next HTTP attempt starts at ``now`` (``span``: its network_wait span, if any)."""
+        attempt = Attempt(index=len(self.attempts), start_ns=now, span=span)
         self.attempts.append(attempt)
         return attempt
+
+    @guarded()
+    def begin_backoff(self, now: int, response: Any, exc: BaseException | None) -> Backoff:
+        """The SDK decided to retry at ``now``, after an HTTP ``response`` it retries on (429, 5xx...)
+        or, without one, after ``exc``. The reason: the retried attempt's error.type (the provider's
+        code when it sent one), else the status, else the exception's qualified name."""
+        if response is not None:
+            retried = self.attempts[-1].error_type if self.attempts else None
+            reason = retried or str(response.status_code)
+        else:
+            reason = qualified_name(type(exc)) if exc is not None else "_OTHER"
+        backoff = Backoff(start_ns=now, reason=reason)
+        self.backoffs.append(backoff)
+        return backoff
+
+    def name_final_attempt(self, failure: Mapping[str, object]) -> None:
+        """The final attempt's error.type is the operation's when the operation failed on that
+        attempt's HTTP status (a streamed error body is read by the SDK only after the attempt ended)."""
+        status = failure.get(sc.HTTP_RESPONSE_STATUS_CODE)
+        if status is None or not self.attempts:
+            return
+        last = self.attempts[-1]
+        error_type = failure.get(sc.ERROR_TYPE)
+        if last.status_code == status and isinstance(error_type, str):
+            last.error_type = error_type
 
     @property
     def headers_ns(self) -> int:
@@ -164,7 +248,7 @@ class Timeline:
                 phases.append(_backoff(backoff))
                 if i < last_index and backoff.end_ns:
                     # the SDK rebuilds the request after the sleep: that is request building again
-                    rebuild = {"http.request.resend_count": i + 1}
+                    rebuild: Attributes = {sc.HTTP_REQUEST_RESEND_COUNT: i + 1}
                     phases.append(
                         Phase("request_build", backoff.end_ns, self.attempts[i + 1].start_ns, rebuild)
                     )
@@ -189,39 +273,39 @@ def _network_wait(
         end = attempt.headers_ns or call_end
     else:
         end = retry_decided or attempt.end_ns or attempt.headers_ns or call_end
-    attributes: dict[str, Any] = {"http.request.resend_count": attempt.index}
+    attributes: Attributes = {sc.HTTP_REQUEST_RESEND_COUNT: attempt.index}
     if attempt.status_code:
-        attributes["http.response.status_code"] = attempt.status_code
+        attributes[sc.HTTP_RESPONSE_STATUS_CODE] = attempt.status_code
     if attempt.error_type:
-        attributes["error.type"] = attempt.error_type
+        attributes[sc.ERROR_TYPE] = attempt.error_type
     if attempt.http_version:
-        attributes["network.protocol.version"] = attempt.http_version
+        attributes[sc.NETWORK_PROTOCOL_VERSION] = attempt.http_version
     reused = attempt.connection_reused
     if reused is not None:
-        attributes["openai_latency.connection.reused"] = reused
+        attributes[sc.OPENAI_LATENCY_CONNECTION_REUSED] = reused
     children = _http_subphases(attempt, end) if http_subphases and attempt.events else []
     return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
 
 
-def subphase_attributes(children: list[Phase]) -> dict[str, Any]:
+def subphase_attributes(children: list[Phase]) -> Attributes:
     """A network_wait's http.* sub-phases as its attributes (``phase_spans=phases``): seconds per
     sub-phase (``openai_latency.http.connect``...) and the first one that failed
     (``openai_latency.http.failed``, e.g. ``http.tls``)."""
-    out: dict[str, Any] = {}
+    out: Attributes = {}
     for child in children:
-        out["openai_latency." + child.name] = child.duration_ns * 1e-9
-        if "error.type" in child.attributes and "openai_latency.http.failed" not in out:
-            out["openai_latency.http.failed"] = child.name
+        out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = child.duration_ns * 1e-9
+        if sc.ERROR_TYPE in child.attributes and sc.OPENAI_LATENCY_HTTP_FAILED not in out:
+            out[sc.OPENAI_LATENCY_HTTP_FAILED] = child.name
     return out
 
 
 def _backoff(backoff: Backoff) -> Phase:
-    attributes: dict[str, Any] = {
-        "openai_latency.retry.reason": backoff.reason,
-        "openai_latency.retry.delay_source": backoff.delay_source,
+    attributes: Attributes = {
+        sc.OPENAI_LATENCY_RETRY_REASON: backoff.reason,
+        sc.OPENAI_LATENCY_RETRY_DELAY_SOURCE: backoff.delay_source,
     }
     if backoff.delay_s is not None:
-        attributes["openai_latency.retry.delay"] = backoff.delay_s
+        attributes[sc.OPENAI_LATENCY_RETRY_DELAY] = backoff.delay_s
     return Phase("retry_backoff", backoff.start_ns, backoff.end_ns or backoff.start_ns, attributes)
 
 
@@ -244,7 +328,7 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
         phase = Phase(name, cursor, until)
         failed = next((failures[step] for step in steps if step in failures), None)
         if failed is not None:  # the step that failed: how far the attempt got
-            phase.attributes["error.type"] = failed
+            phase.attributes[sc.ERROR_TYPE] = failed
         out.append(phase)
         cursor = until
 

@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
+import shutil
 import socket
 import sys
-import time
-from collections.abc import Sequence
-from typing import Any
+import tempfile
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
-
-from opentelemetry.metrics import NoOpMeterProvider
 
 from .args import UsageError
 from .bench_args import build_parser, loads_from, workload_from
 from .bench_config import (
-    Load,
     Plan,
     Slo,
     Target,
@@ -33,10 +28,11 @@ from .bench_config import (
     parse_target,
 )
 from .bench_output import print_tables, render_csv, result_json
-from .bench_run import Recorder, Runner, RunState, freeze_survivors, frozen_heap, watch_loop_lag
+from .bench_run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 from .bench_stats import target_stats
 from .console import Output, Progress
-from .report_stats import collect_calls
+from .otlp_json import ReadStats, Span, read_spans
+from .report_collect import collect_calls
 from .spans import from_readable, write_otlp_json
 
 EXIT_INTERRUPTED = 130
@@ -63,9 +59,8 @@ def _bench(opts: argparse.Namespace) -> int:
     workload = workload_from(opts)
     loads = loads_from(opts)
     try:
-        import openai
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
+        import openai  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
     except ImportError as exc:
         raise UsageError(
             f"bench needs the cli extra: pip install 'openai-latency[cli]' ({exc.name} missing)"
@@ -89,36 +84,35 @@ def _bench(opts: argparse.Namespace) -> int:
             )
     if opts.out:
         _check_writable(opts.out)
-
-    from .. import OpenAILatencyInstrumentor
-
-    recorder = Recorder()
-    provider = TracerProvider(resource=Resource.create({"service.name": "openai-latency-bench"}))
-    provider.add_span_processor(recorder)
-    instrumentor = OpenAILatencyInstrumentor()
-    instrumentor.instrument(
-        tracer_provider=provider, meter_provider=NoOpMeterProvider(), phase_spans="detailed"
-    )
+    plan = Plan(opts, targets, workload, loads, unreachable)
     requests = opts.requests if opts.duration is None else None
     state = RunState(planned={t.name: (requests or 0) * len(loads) for t in targets}, chunk_gaps={})
-    try:
-        clients = [
-            openai.AsyncOpenAI(
-                base_url=t.base_url,
-                api_key=t.api_key() or "-",
-                timeout=opts.timeout,
-                max_retries=opts.max_retries,
-            )
-            for t in targets
-        ]
+    if opts.workers > 1:
+        from .bench_workers import run_in_workers
+
+        with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+            parts = run_in_workers(plan, requests, state, folder)
+            if opts.out:
+                _concatenate(parts, opts.out)
+            return _finish(plan, read_spans(parts, ReadStats()), state)
+    with instrumented() as recorder:
+        clients = clients_for(targets, opts.timeout, opts.max_retries)
         runner = Runner(targets, clients, workload, state, seed=opts.seed)
-        progress = Progress(lambda: _progress_lines(targets, recorder, state), opts.progress)
+
+        async def work() -> None:
+            if opts.warmup:
+                first = loads[0]
+                concurrency = first.concurrency if first.rate is None else 1
+                await runner.warmup(opts.warmup, concurrency, first.ramp(opts.ramp_up))
+            for load in loads:
+                await runner.run(load, requests, opts.duration, opts.sequential, load.ramp(opts.ramp_up))
+
+        progress = Progress(lambda: progress_lines(targets, recorder.progress, state), opts.progress)
         with progress:
-            state.interrupted = asyncio.run(_run_all(runner, clients, loads, opts, progress, requests))
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    return _finish(Plan(opts, targets, workload, loads, unreachable), recorder, state)
+            state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+    if opts.out:
+        write_otlp_json(opts.out, recorder.spans)
+    return _finish(plan, (from_readable(span) for span in recorder.spans), state)
 
 
 def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
@@ -143,79 +137,17 @@ def _check_writable(path: str) -> None:
         raise UsageError(f"--out: cannot write {path}: {exc.strerror or exc}") from None
 
 
-async def _run_all(
-    runner: Runner,
-    clients: list[Any],
-    loads: list[Load],
-    opts: argparse.Namespace,
-    progress: Progress,
-    requests: int | None,
-) -> bool:
-    """Run warm-up and every load level; True when interrupted (Ctrl-C cancels what is in flight)."""
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    interrupted = False
-
-    def on_interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        main.cancel()
-
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    ticker = asyncio.ensure_future(_tick(progress))
-    lag = asyncio.ensure_future(watch_loop_lag(runner.state))
-    cpu = time.process_time()
-    try:
-        with frozen_heap():
-            if opts.warmup:
-                first = loads[0]
-                await runner.warmup(
-                    opts.warmup, first.concurrency if first.rate is None else 1, first.ramp(opts.ramp_up)
-                )
-            for load in loads:
-                await runner.run(load, requests, opts.duration, opts.sequential, load.ramp(opts.ramp_up))
-    except asyncio.CancelledError:
-        if not interrupted:
-            raise
-    finally:
-        ticker.cancel()
-        lag.cancel()
-        runner.state.cpu_s = time.process_time() - cpu
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        for client in clients:
-            with contextlib.suppress(Exception):
-                await client.close()
-    return interrupted
+def _concatenate(parts: Sequence[str], out: str) -> None:
+    """The workers' span files, appended to ``--out`` (OTLP JSON lines: concatenation is a merge)."""
+    with open(out, "ab") as target:
+        for part in parts:
+            with open(part, "rb") as source:
+                shutil.copyfileobj(source, target)
 
 
-async def _tick(progress: Progress) -> None:
-    while True:
-        progress.update()
-        freeze_survivors()
-        await asyncio.sleep(0.25)
-
-
-def _progress_lines(targets: Sequence[Target], recorder: Recorder, state: RunState) -> list[str]:
-    lines = []
-    for target in targets:
-        p = recorder.progress.get(target.name)
-        done, errors = (p.done, p.errors) if p else (0, 0)
-        total = state.planned.get(target.name) or "?"
-        ttft = p.rolling_ttft_p50() if p else None
-        ttft_text = "-" if ttft is None else f"{ttft * 1000:.0f} ms"
-        lines.append(f"{target.name}: {done}/{total} done, {errors} errors, rolling p50 ttft {ttft_text}")
-    return lines
-
-
-def _finish(plan: Plan, recorder: Recorder, state: RunState) -> int:
+def _finish(plan: Plan, spans: Iterable[Span], state: RunState) -> int:
     opts, targets = plan.opts, plan.targets
-    spans = recorder.spans
-    if opts.out:
-        write_otlp_json(opts.out, spans)
-    calls = collect_calls(from_readable(span) for span in spans).calls
+    calls = collect_calls(spans).calls
     by = ("target", "load")
     slo: Slo = opts.slo or Slo()
     stats = target_stats(calls, by, slo, opts.slow_threshold, opts.timeout, state.chunk_gaps)
@@ -234,4 +166,4 @@ def _finish(plan: Plan, recorder: Recorder, state: RunState) -> int:
     if state.interrupted:
         print("openai-latency bench: interrupted: results of the finished requests above", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return 1 if plan.unreachable else 0
+    return 1 if plan.unreachable or state.failed_workers else 0

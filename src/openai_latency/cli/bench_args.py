@@ -92,6 +92,16 @@ def build_parser() -> Parser:
         "--sequential", action="store_true", help="one target after another instead of interleaved"
     )
     load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
+    load.add_argument(
+        "--workers",
+        type=arguments.count,
+        default=1,
+        metavar="N",
+        help=(
+            "client processes sharing the load (default 1): one Python process parses every chunk it"
+            " reads; at high concurrency give the client more cores"
+        ),
+    )
     client = parser.add_argument_group("client")
     client.add_argument("--timeout", type=arguments.duration, default=60.0, metavar="S", help="default 60 s")
     client.add_argument(

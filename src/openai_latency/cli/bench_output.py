@@ -241,7 +241,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     out.line(
         f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
         f" {mode}, max_tokens {workload.max_tokens}, {order}"
-        + (f", {opts.warmup} warm-up" if opts.warmup else ""),
+        + (f", {opts.warmup} warm-up" if opts.warmup else "")
+        + (f", {opts.workers} client processes" if opts.workers > 1 else ""),
         style="bold",
     )
     if state.late:
@@ -284,6 +285,7 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo)
             "timeout_s": opts.timeout,
             "max_retries": opts.max_retries,
             "seed": opts.seed,
+            "workers": opts.workers,
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,

@@ -17,103 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import gc
 import itertools
 import random
+import signal
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-
 from .bench_config import Load, Target, Workload
-from .report_stats import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, PHASE_KEY
-
-USAGE_ESTIMATED = "openai_latency.usage.estimated"
-
-BENCH_WARMUP = "openai_latency.bench.warmup"
-ROLLING = 50  # requests in the progress display's rolling p50
-
-
-@dataclass(slots=True)
-class _Tag:
-    """What the spans of one request get; and the content chunks it received so far."""
-
-    target: str
-    load: str
-    warmup: bool
-    #: What every span of the request gets (shared by the requests of one target and load level).
-    attributes: dict[str, str | bool]
-    content_chunks: int = 0
-
-
-_TAG: contextvars.ContextVar[_Tag | None] = contextvars.ContextVar("openai_latency_bench_tag", default=None)
-
-
-@dataclass
-class TargetProgress:
-    done: int = 0
-    errors: int = 0
-    ttft: deque[float] = field(default_factory=lambda: deque(maxlen=ROLLING))
-
-    def rolling_ttft_p50(self) -> float | None:
-        ordered = sorted(self.ttft)
-        return ordered[len(ordered) // 2] if ordered else None
-
-
-class Recorder(SpanProcessor):
-    """Tags every span started inside a bench request and keeps the finished ones (warm-up dropped)."""
-
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-        self.progress: dict[str, TargetProgress] = {}
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        tag = _TAG.get()
-        if tag is not None:
-            span.set_attributes(tag.attributes)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
-        if attributes.get(BENCH_WARMUP):
-            return
-        operation = PHASE_KEY not in attributes and "gen_ai.operation.name" in attributes
-        if operation and attributes.get(USAGE_ESTIMATED) and "gen_ai.usage.output_tokens" not in attributes:
-            tag = _TAG.get()  # the stream ends in its request's task
-            if tag is not None and tag.content_chunks:
-                span = _with_attributes(span, {BENCH_OUTPUT_CHUNKS: tag.content_chunks})
-        self.spans.append(span)
-        target = attributes.get(BENCH_TARGET)
-        if isinstance(target, str) and operation:
-            progress = self.progress.setdefault(target, TargetProgress())
-            progress.done += 1
-            if "error.type" in attributes:
-                progress.errors += 1
-            ttft = attributes.get("openai_latency.time_to_first_token")
-            if isinstance(ttft, float):
-                progress.ttft.append(ttft)
-
-
-def _with_attributes(span: ReadableSpan, extra: dict[str, Any]) -> ReadableSpan:
-    """A copy of a finished span with more attributes (a finished span's own cannot change)."""
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes={**(span.attributes or {}), **extra},
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+from .bench_record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 
 
 @dataclass
@@ -129,29 +42,22 @@ class RunState:
     #: whose loop is late delays every chunk it reads: its TTFT is partly its own.
     loop_lag: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
+    #: ``--workers`` processes that ended without reporting (their requests are missing).
+    failed_workers: int = 0
 
 
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keeps what the run holds out of the cyclic garbage collector's passes.
-
-    bench keeps every finished span (for ``--out`` and its statistics) besides the SDK's and
-    OpenTelemetry's import-time objects: a full collection over them paused the event loop for
-    50-300 ms at ``-c 64`` (measured), which every request in flight then counted as network or
-    server time. So everything alive at the start, and at every :func:`freeze_survivors` after, is
-    moved out of the collector's generations (``gc.freeze``); a run makes almost no cyclic garbage
-    (measured: ~20 objects in 1,000 requests), so what a freeze keeps alive is negligible, and it is
-    all handed back to the collector at the end."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def freeze_survivors() -> None:
-    gc.freeze()
+def progress_lines(
+    targets: Sequence[Target], progress: Mapping[str, TargetProgress], state: RunState
+) -> list[str]:
+    lines = []
+    for target in targets:
+        p = progress.get(target.name)
+        done, errors = (p.done, p.errors) if p else (0, 0)
+        total = state.planned.get(target.name) or "?"
+        ttft = p.rolling_ttft_p50() if p else None
+        ttft_text = "-" if ttft is None else f"{ttft * 1000:.0f} ms"
+        lines.append(f"{target.name}: {done}/{total} done, {errors} errors, rolling p50 ttft {ttft_text}")
+    return lines
 
 
 LAG_INTERVAL = 0.05
@@ -167,6 +73,87 @@ async def watch_loop_lag(state: RunState) -> None:
 
 
 Send = Callable[[int], Awaitable[None]]
+#: The service name of bench's spans.
+SERVICE = "openai-latency-bench"
+TICK_S = 0.25
+
+
+@contextlib.contextmanager
+def instrumented() -> Iterator[Recorder]:
+    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics)."""
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from .. import OpenAILatencyInstrumentor
+
+    recorder = Recorder()
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider.add_span_processor(recorder)
+    instrumentor = OpenAILatencyInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider, meter_provider=NoOpMeterProvider(), phase_spans="detailed"
+    )
+    try:
+        yield recorder
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+
+def clients_for(targets: Sequence[Target], timeout: float, max_retries: int) -> list[Any]:
+    import openai
+
+    return [
+        openai.AsyncOpenAI(
+            base_url=t.base_url, api_key=t.api_key() or "-", timeout=timeout, max_retries=max_retries
+        )
+        for t in targets
+    ]
+
+
+async def supervise(runner: Runner, work: Callable[[], Awaitable[None]], tick: Callable[[], None]) -> bool:
+    """Run ``work`` (warm-up and load levels) with the event-loop lag sampled, the CPU time counted and
+    ``tick`` called a few times a second; True when interrupted: Ctrl-C cancels what is in flight."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    interrupted = False
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        if not interrupted:  # a second SIGINT (the terminal's and a --workers parent's) changes nothing
+            interrupted = True
+            main.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    ticker = asyncio.ensure_future(_tick(tick))
+    lag = asyncio.ensure_future(watch_loop_lag(runner.state))
+    cpu = time.process_time()
+    try:
+        with frozen_heap():
+            await work()
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        ticker.cancel()
+        lag.cancel()
+        runner.state.cpu_s += time.process_time() - cpu
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        for client in runner.clients:
+            with contextlib.suppress(Exception):
+                await client.close()
+    return interrupted
+
+
+async def _tick(tick: Callable[[], None]) -> None:
+    while True:
+        tick()
+        freeze_survivors()
+        await asyncio.sleep(TICK_S)
 
 
 class Runner:
@@ -191,12 +178,9 @@ class Runner:
         target = self.targets[index]
         attributes = self._attributes.get((index, load))
         if attributes is None:
-            attributes = {BENCH_TARGET: target.name, BENCH_LOAD: load}
-            if warmup:
-                attributes[BENCH_WARMUP] = True
-            self._attributes[(index, load)] = attributes
-        tag = _Tag(target.name, load, warmup, attributes)
-        token = _TAG.set(tag)
+            attributes = self._attributes[(index, load)] = tags(target.name, load, warmup)
+        tag = Tag(target.name, load, warmup, attributes)
+        token = TAG.set(tag)
         try:
             await self._call(index, tag)
         except asyncio.CancelledError:
@@ -204,9 +188,9 @@ class Runner:
         except Exception:  # the SDK's own exception: the span has it (error.type, category)
             pass
         finally:
-            _TAG.reset(token)
+            TAG.reset(token)
 
-    async def _call(self, index: int, tag: _Tag) -> None:
+    async def _call(self, index: int, tag: Tag) -> None:
         """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up)."""
         client = self.clients[index]
         kwargs = self._kwargs[index]
@@ -230,27 +214,63 @@ class Runner:
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
-        await closed_loop(order, concurrency, lambda i: self.request(i, "warmup", warmup=True), None, ramp)
+
+        def send(i: int) -> Awaitable[None]:
+            return self.request(i, "warmup", warmup=True)
+
+        await closed_loop(order, concurrency, send, None, every=ramp / concurrency)
 
     async def run(
         self, load: Load, requests: int | None, seconds: float | None, sequential: bool, ramp: float = 0.0
     ) -> None:
-        groups = [[i] for i in range(len(self.targets))] if sequential else [list(range(len(self.targets)))]
-        for indices in groups:
-            deadline = None if seconds is None else time.monotonic() + seconds
-            order = schedule(indices, requests)
+        for indices in groups(len(self.targets), sequential):
+            await self.run_group(indices, load, requests, seconds, ramp)
 
-            def send(i: int) -> Awaitable[None]:
-                return self.request(i, load.label)
+    async def run_group(
+        self,
+        indices: Sequence[int],
+        load: Load,
+        requests: int | None,
+        seconds: float | None,
+        ramp: float = 0.0,
+        part: int = 0,
+        parts: int = 1,
+        origin: float | None = None,
+    ) -> None:
+        """One load level for these targets, from ``origin`` (``time.monotonic()``; default now). In a
+        ``--workers`` run this process is worker ``part`` of ``parts``: it takes its share of the
+        concurrency (or of the rate), and its place in the ramp (or in the arrival spacing) from the
+        origin all workers share, so that together they make the load of one."""
+        origin = time.monotonic() if origin is None else origin
+        deadline = None if seconds is None else origin + seconds
+        order = schedule(indices, requests)
 
-            if load.rate is None:
-                await closed_loop(order, load.concurrency, send, deadline, ramp)
-            else:
-                rng = random.Random(self.seed)
-                rate = load.rate * len(indices)
-                self.state.late += await open_loop(
-                    order, rate, load.poisson, rng, load.concurrency, send, deadline
-                )
+        def send(i: int) -> Awaitable[None]:
+            return self.request(i, load.label)
+
+        if load.rate is None:
+            spacing = ramp / load.concurrency  # between the starts of two workers, over all processes
+            concurrency = share(load.concurrency, parts, part)
+            first, every = part * spacing, parts * spacing
+            await closed_loop(order, concurrency, send, deadline, first, every, origin)
+        else:
+            rate = load.rate * len(indices)
+            rng = random.Random(self.seed + part)
+            offset = 0.0 if load.poisson else part / rate  # constant spacing: the workers take turns
+            cap = share(load.concurrency, parts, part)
+            self.state.late += await open_loop(
+                order, rate / parts, load.poisson, rng, cap, send, deadline, offset, origin
+            )
+
+
+def groups(targets: int, sequential: bool) -> list[list[int]]:
+    """The targets that run together: all of them (interleaved), or one after another."""
+    return [[i] for i in range(targets)] if sequential else [list(range(targets))]
+
+
+def share(total: int, parts: int, part: int) -> int:
+    """Part ``part`` of ``total`` split into ``parts`` near-equal whole shares."""
+    return total // parts + (1 if part < total % parts else 0)
 
 
 def _has_content(chunk: Any) -> bool:
@@ -269,13 +289,22 @@ def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
 
 
 async def closed_loop(
-    order: Iterator[int], concurrency: int, send: Send, deadline: float | None, ramp: float = 0.0
+    order: Iterator[int],
+    concurrency: int,
+    send: Send,
+    deadline: float | None,
+    first: float = 0.0,
+    every: float = 0.0,
+    origin: float | None = None,
 ) -> None:
-    """``concurrency`` workers on one shared schedule; worker k starts ``k * ramp / concurrency`` s in."""
+    """``concurrency`` workers on one shared schedule; worker k starts ``first + k * every`` s after
+    ``origin`` (``time.monotonic()``; default now)."""
+    origin = time.monotonic() if origin is None else origin
 
     async def worker(number: int) -> None:
-        if ramp > 0 and number:
-            await asyncio.sleep(number * ramp / concurrency)
+        wait = origin + first + number * every - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         for index in order:  # one shared iterator: each request is taken exactly once
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -292,13 +321,16 @@ async def open_loop(
     cap: int,
     send: Send,
     deadline: float | None,
+    offset: float = 0.0,
+    origin: float | None = None,
 ) -> int:
-    """Arrivals at ``rate`` per second; returns how many found all ``cap`` slots busy (late)."""
+    """Arrivals at ``rate`` per second, the first ``offset`` s after ``origin`` (``time.monotonic()``;
+    default now); returns how many found all ``cap`` slots busy (late)."""
     slots = asyncio.Semaphore(cap)
     tasks: set[asyncio.Task[None]] = set()
     late = 0
-    start = time.monotonic()
-    due = 0.0
+    start = time.monotonic() if origin is None else origin
+    due = offset
     try:
         for number, index in enumerate(order):
             if number:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .args import Parser
 from .otlp_json import ReadStats, read_spans
-from .report_stats import collect_calls
+from .report_collect import collect_calls
 from .waterfall import waterfall_lines
 
 MODEL = "gpt-4o-mini"

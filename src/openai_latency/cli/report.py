@@ -26,14 +26,10 @@ from typing import Any, TextIO
 from . import args as arguments
 from .args import Parser
 from .otlp_json import InputError, ReadStats, without_gc
+from .report_collect import collect_calls
 from .report_output import compare_lines, group_lines, header_lines, json_report, source_text
 from .report_sources import add_source_arguments, open_spans
-from .report_stats import (
-    GROUP_KEYS,
-    Call,
-    collect_calls,
-    summarize,
-)
+from .report_stats import GROUP_KEYS, Call, summarize
 from .triage import triage, triage_lines
 from .waterfall import waterfall_json, waterfall_lines
 

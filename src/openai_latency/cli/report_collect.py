@@ -125,3 +125,13 @@ def collect(spans: Iterable[Span], intervals: bool = True) -> Collected:
             add(span)
     collector.phase_spans += phase_spans
     return collector.finish()
+
+
+def collect_calls(spans: Iterable[Span], intervals: bool = True) -> Collected:
+    """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
+    openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children.
+
+    Streaming: each operation becomes a compact :class:`Call` when it arrives (its phase spans, ended
+    before it, usually came first); phase spans that arrive later are joined at the end.
+    ``intervals=False`` keeps no per-phase intervals (less memory when no waterfall is drawn)."""
+    return collect(spans, intervals)

@@ -98,18 +98,6 @@ def _order(phase: str) -> int:
     return PHASES.index(phase) if phase in PHASES else len(PHASES)
 
 
-def collect_calls(spans: Iterable[Span], intervals: bool = True) -> Collected:
-    """Operation spans: no ``openai_latency.phase`` of their own, and gen_ai.operation.name,
-    openai_latency.dominant_phase, openai_latency.phase.* attributes or phase children.
-
-    Streaming: each operation becomes a compact :class:`Call` when it arrives (its phase spans, ended
-    before it, usually came first); phase spans that arrive later are joined at the end.
-    ``intervals=False`` keeps no per-phase intervals (less memory when no waterfall is drawn)."""
-    from .report_collect import collect  # the join lives there; it builds on this module
-
-    return collect(spans, intervals)
-
-
 def is_operation(attributes: dict[str, Any]) -> bool:
     """An operation by its own attributes (a span with phase children is one too)."""
     if "gen_ai.operation.name" in attributes or "openai_latency.dominant_phase" in attributes:

@@ -1,0 +1,79 @@
+"""Attribute names: the public contract of the spans, events and metric points, in one place.
+
+Names the OpenTelemetry semantic conventions define come from ``opentelemetry-semantic-conventions``
+(re-exported here under their own constant names); ours start with ``OPENAI_LATENCY_``. Users build
+dashboards and queries on these strings: rename one only with a changelog entry (see
+docs/ARCHITECTURE.md, "The public contract").
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv._incubating.attributes import url_attributes as _url
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import http_attributes as _http
+from opentelemetry.semconv.attributes import network_attributes as _network
+from opentelemetry.semconv.attributes import server_attributes as _server
+
+# --- semantic conventions -------------------------------------------------------------------------
+
+ERROR_TYPE: Final = _error.ERROR_TYPE
+HTTP_REQUEST_METHOD: Final = _http.HTTP_REQUEST_METHOD
+HTTP_REQUEST_RESEND_COUNT: Final = _http.HTTP_REQUEST_RESEND_COUNT
+HTTP_RESPONSE_STATUS_CODE: Final = _http.HTTP_RESPONSE_STATUS_CODE
+NETWORK_PROTOCOL_VERSION: Final = _network.NETWORK_PROTOCOL_VERSION
+SERVER_ADDRESS: Final = _server.SERVER_ADDRESS
+SERVER_PORT: Final = _server.SERVER_PORT
+URL_TEMPLATE: Final = _url.URL_TEMPLATE
+GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+"""Not a constant of every supported semantic-conventions release yet."""
+GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
+
+# --- ours: the operation span's summary -----------------------------------------------------------
+
+OPENAI_LATENCY_PHASE_PREFIX: Final = "openai_latency.phase."
+"""+ a phase name (``openai_latency.phase.network_wait``): seconds per phase, summed over the call."""
+OPENAI_LATENCY_DOMINANT_PHASE: Final = "openai_latency.dominant_phase"
+OPENAI_LATENCY_ATTEMPTS: Final = "openai_latency.attempts"
+OPENAI_LATENCY_RETRY_ERROR_TYPES: Final = "openai_latency.retry.error_types"
+OPENAI_LATENCY_CONNECTION_REUSED: Final = "openai_latency.connection.reused"
+OPENAI_LATENCY_NETWORK_OVERHEAD: Final = "openai_latency.network.overhead"
+OPENAI_LATENCY_REQUEST_ID: Final = "openai_latency.request_id"
+OPENAI_LATENCY_SERVER_PROCESSING_TIME: Final = "openai_latency.server.processing_time"
+OPENAI_LATENCY_RATELIMIT_PREFIX: Final = "openai_latency.ratelimit."
+"""+ limit_requests, limit_tokens, remaining_requests, remaining_tokens, reset_requests, reset_tokens."""
+OPENAI_LATENCY_ERROR_CATEGORY: Final = "openai_latency.error.category"
+OPENAI_LATENCY_TIME_TO_FIRST_TOKEN: Final = "openai_latency.time_to_first_token"
+OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN: Final = "openai_latency.time_per_output_token"
+OPENAI_LATENCY_USAGE_ESTIMATED: Final = "openai_latency.usage.estimated"
+OPENAI_LATENCY_STREAM_END_STATE: Final = "openai_latency.stream.end_state"
+OPENAI_LATENCY_STREAM_CHUNKS: Final = "openai_latency.stream.chunks"
+OPENAI_LATENCY_STREAM_WAIT_TIME: Final = "openai_latency.stream.wait_time"
+OPENAI_LATENCY_STREAM_CONSUMER_TIME: Final = "openai_latency.stream.consumer_time"
+OPENAI_LATENCY_STREAM_MAX_GAP: Final = "openai_latency.stream.max_gap"
+OPENAI_LATENCY_STREAM_BUFFERED_CHUNKS: Final = "openai_latency.stream.buffered_chunks"
+
+# --- ours: phase spans and events -----------------------------------------------------------------
+
+OPENAI_LATENCY_PHASE: Final = "openai_latency.phase"
+"""On every phase span and ``openai_latency.phase.duration`` point: the phase name without prefix."""
+OPENAI_LATENCY_HTTP_PREFIX: Final = "openai_latency."
+"""+ an http.* sub-phase name (``openai_latency.http.connect``): its seconds, on a network_wait span
+when the sub-phases are not spans of their own (``phase_spans=phases``)."""
+OPENAI_LATENCY_HTTP_FAILED: Final = "openai_latency.http.failed"
+OPENAI_LATENCY_RETRY_REASON: Final = "openai_latency.retry.reason"
+OPENAI_LATENCY_RETRY_DELAY: Final = "openai_latency.retry.delay"
+OPENAI_LATENCY_RETRY_DELAY_SOURCE: Final = "openai_latency.retry.delay_source"
+OPENAI_LATENCY_STREAM_STALL: Final = "openai_latency.stream.stall"
+"""Event name; its attributes are the two below."""
+OPENAI_LATENCY_STALL_GAP: Final = "openai_latency.stall.gap"
+OPENAI_LATENCY_STALL_CHUNK_INDEX: Final = "openai_latency.stall.chunk_index"

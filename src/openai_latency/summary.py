@@ -1,0 +1,148 @@
+"""What a finished call's data says: summary attributes and metric measurements, as pure functions.
+
+Input: the call's :class:`~.timeline.Timeline` (attempts, backoffs, marks), its phases
+(:meth:`.Timeline.phases`) and, for streams, its :class:`~.model.StreamStats`. Output: plain dicts and
+a :class:`~.metrics.Measurements`. Nothing here touches a span or an instrument, so every rule is
+unit-tested with hand-made timelines (tests/test_summary.py); :meth:`.Operation.finish` applies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import semconv as sc
+from .attributes import header_attributes, response_attributes, usage_attributes
+from .metrics import Measurements, metric_attributes
+from .model import Attributes, StreamStats
+from .timeline import PHASE_NAMES, Phase, Timeline
+
+_NS = 1e-9
+
+MAX_GAP_POINTS = 8
+"""time_per_output_chunk points per stream at most: one histogram point costs several µs, so one
+per chunk would break the per-chunk budget on long streams; an evenly spread sample keeps the shape."""
+
+
+def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
+    """Seconds per phase, the dominant phase, attempts and retries, and the final response's
+    status, connection reuse, headers (request id, rate limits, server processing time) and the
+    network overhead (server wait minus the server's processing time)."""
+    out: Attributes = {}
+    totals: dict[str, int] = {}
+    for phase in phases:
+        totals[phase.name] = totals.get(phase.name, 0) + phase.duration_ns
+    for name in PHASE_NAMES:
+        if name in totals:
+            out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = totals[name] * _NS
+    if totals:
+        out[sc.OPENAI_LATENCY_DOMINANT_PHASE] = max(totals, key=lambda name: totals[name])
+    attempts = timeline.attempts
+    out[sc.OPENAI_LATENCY_ATTEMPTS] = len(attempts)
+    if attempts:
+        out[sc.HTTP_REQUEST_RESEND_COUNT] = len(attempts) - 1
+        if len(attempts) > 1:  # why each retry was taken: triage tells "rate limited" from the rest
+            out[sc.OPENAI_LATENCY_RETRY_ERROR_TYPES] = [
+                a.error_type or str(a.status_code or "_OTHER") for a in attempts[:-1]
+            ]
+        last = attempts[-1]
+        if last.status_code:
+            out[sc.HTTP_RESPONSE_STATUS_CODE] = last.status_code
+        reused = last.connection_reused
+        if reused is not None:
+            out[sc.OPENAI_LATENCY_CONNECTION_REUSED] = reused
+        headers = header_attributes(last.response_headers)
+        out.update(headers)
+        processing = headers.get(sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME)
+        server_wait = last.server_wait_ns
+        if server_wait is None and last.headers_ns:  # no trace events: the whole attempt
+            server_wait = last.headers_ns - last.start_ns
+        if isinstance(processing, float) and server_wait is not None:
+            out[sc.OPENAI_LATENCY_NETWORK_OVERHEAD] = server_wait * _NS - processing
+    return out
+
+
+def stream_summary(timeline: Timeline, st: StreamStats, end_state: str | None) -> Attributes:
+    """How the stream ended and went: chunks, wait and consumer time, time to first chunk/token,
+    the response's attributes and usage (else output tokens estimated from output chunks), and the
+    time per output token when most output gaps were observed."""
+    start = timeline.start_ns
+    out: Attributes = {
+        sc.OPENAI_LATENCY_STREAM_END_STATE: end_state or "completed",
+        sc.OPENAI_LATENCY_STREAM_CHUNKS: st.chunks,
+        sc.OPENAI_LATENCY_STREAM_WAIT_TIME: st.wait_ns * _NS,
+        sc.OPENAI_LATENCY_STREAM_CONSUMER_TIME: st.consumer_ns * _NS,
+        sc.OPENAI_LATENCY_STREAM_MAX_GAP: st.max_gap_ns * _NS,
+        sc.OPENAI_LATENCY_STREAM_BUFFERED_CHUNKS: st.buffered_chunks,
+    }
+    if st.first_chunk_ns:
+        out[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (st.first_chunk_ns - start) * _NS
+    if timeline.first_output_ns:
+        ttft = timeline.first_output_ns - start - st.consumer_before_output_ns
+        out[sc.OPENAI_LATENCY_TIME_TO_FIRST_TOKEN] = ttft * _NS
+    if st.first_attributes:
+        out.update(st.first_attributes)
+    if st.final_item is not None:
+        out.update(response_attributes(st.final_item))
+    if st.usage is not None:
+        out.update(usage_attributes(st.usage))
+    if st.finish_reasons:
+        out[sc.GEN_AI_RESPONSE_FINISH_REASONS] = st.finish_reasons
+    output_tokens = out.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if output_tokens is None and st.output_chunks:
+        output_tokens = st.output_chunks
+        out[sc.OPENAI_LATENCY_USAGE_ESTIMATED] = True
+    if (
+        isinstance(output_tokens, int)
+        and output_tokens > 1
+        and st.output_gaps
+        and st.output_gaps * 2 >= st.output_chunks - 1
+    ):
+        # Server time from the first to the last output chunk, from the gaps that were observed.
+        # Only when most were: a caller slower than the server observes only the server's
+        # slowest gaps (the others were buffered), and those alone would overstate the pace.
+        span_ns = st.output_gap_ns / st.output_gaps * (st.output_chunks - 1)
+        out[sc.OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN] = span_ns * _NS / (output_tokens - 1)
+    return out
+
+
+def measurements(
+    timeline: Timeline,
+    st: StreamStats,
+    phases: list[Phase],
+    summary: Mapping[str, Any],
+    request: Attributes,
+    phase_metrics: bool,
+) -> Measurements:
+    """What the call adds to the metrics. ``summary``: the attributes set when it ended, as built by
+    :func:`call_summary` and :func:`stream_summary` (so each key read here holds the type they write);
+    they win over ``request``, the attributes it started with, for the metric attributes."""
+    # phase.duration points only when asked for (OPENAI_LATENCY_PHASE_METRICS): a metric point
+    # costs the OTel SDK about two thirds of a span, and the phase spans (spanmetrics) and the
+    # operation span's openai_latency.phase.* attributes carry the same durations.
+    flat: list[tuple[str, float]] = []
+    if phase_metrics:
+        for phase in phases:
+            flat.append((phase.name, phase.duration_ns * _NS))
+            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
+    streaming = timeline.streaming
+    return Measurements(
+        attributes=metric_attributes(summary, request),
+        duration=(timeline.end_ns - timeline.start_ns) * _NS,
+        phases=flat,
+        input_tokens=summary.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
+        output_tokens=summary.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        time_to_first_chunk=summary.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK) if streaming else None,
+        time_to_first_token=summary.get(sc.OPENAI_LATENCY_TIME_TO_FIRST_TOKEN) if streaming else None,
+        time_per_output_token=summary.get(sc.OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN),
+        chunk_gaps=[gap * _NS for gap in spread_sample(st.gaps, MAX_GAP_POINTS)] if st.gaps else (),
+        retries=summary.get(sc.OPENAI_LATENCY_RETRY_ERROR_TYPES, []),  # set by call_summary
+    )
+
+
+def spread_sample(values: Sequence[int], limit: int) -> Sequence[int]:
+    """At most ``limit`` of ``values``, evenly spread (all of them when there are few enough)."""
+    count = len(values)
+    if count <= limit:
+        return values
+    return [values[(i * count) // limit] for i in range(limit)]

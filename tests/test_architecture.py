@@ -1,0 +1,181 @@
+"""The package's import graph has no cycle (docs/ARCHITECTURE.md, "Module map").
+
+Every module of ``src/openai_latency`` (subpackages included) is parsed, not imported, and every
+``import`` statement anywhere in it counts: at the top, inside a function (lazy imports), and under
+``if TYPE_CHECKING:``. A cycle through a type-only import is still a cycle in the design (the two
+modules cannot be understood, or moved, apart), so it fails too.
+"""
+
+from __future__ import annotations
+
+import ast
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "openai_latency"
+ROOT = Path(__file__).resolve().parent.parent / "src" / PACKAGE
+
+Edges = dict[str, dict[str, int]]
+"""module -> {imported module of the package: line of the first such import}."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name ``from <node.module>`` refers to, relative imports resolved."""
+    if node.level == 0:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]  # a package's own __init__ is its level-1 anchor
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(modules: dict[str, Path] | None = None) -> Edges:
+    """The graph of imports between the package's modules (see the module docstring)."""
+    modules = _modules() if modules is None else modules
+    edges: Edges = {name: {} for name in modules}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(name, is_package, node)
+                # `from . import x`: the submodule x when there is one, else a name of the package
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                    for alias in node.names
+                ]
+            for target in targets:
+                # `import a.b.c` names a module; its parents' __init__ run too, but that is Python's
+                # doing, not a dependency this module chose
+                if target in modules and target != name:
+                    edges[name].setdefault(target, node.lineno)
+    return edges
+
+
+def cycles(edges: Edges) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan), each as the
+    path ``a -> b -> ... -> a`` found inside the component."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return [_path_within(edges, set(component)) for component in components]
+
+
+def _path_within(edges: Edges, component: set[str]) -> list[str]:
+    """A shortest cycle through the component's first module, by breadth-first search."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(edges[node]):
+                if target not in component:
+                    continue
+                if target == start:  # back at the start: walk the predecessors from node
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if target not in previous:
+                    previous[target] = node
+                    following.append(target)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")  # pragma: no cover: a component has one
+
+
+def _describe(edges: Edges, modules: dict[str, Path], cycle: list[str]) -> str:
+    steps = []
+    for source, target in pairwise(cycle):
+        path = modules[source].relative_to(ROOT.parent.parent)
+        steps.append(f"    {source} -> {target}  ({path}:{edges[source][target]})")
+    return "\n".join(steps)
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    modules = _modules()
+    edges = import_graph(modules)
+    found = cycles(edges)
+    report = "\n".join(
+        f"import cycle {i}: {' -> '.join(cycle)}\n{_describe(edges, modules, cycle)}"
+        for i, cycle in enumerate(found, 1)
+    )
+    assert not found, "\n" + report
+
+
+def test_the_graph_sees_every_kind_of_import() -> None:
+    """The graph is only as good as its parser: relative, absolute, type-only and lazy imports."""
+    edges = import_graph()
+    assert "openai_latency.registry" in edges["openai_latency.sdk_hooks"]  # from .registry import
+    assert "openai_latency.operation" in edges["openai_latency.registry"]  # under TYPE_CHECKING
+    assert "openai_latency.instrumentor" in edges["openai_latency"]  # lazy, inside __getattr__
+    assert "openai_latency.version" in edges["openai_latency.cli"]  # from ..version import
+    assert "openai_latency.summary" in edges["openai_latency.operation"]
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b": 1}, "b": {"c": 1}, "c": {}}, []),
+        ({"a": {"b": 1}, "b": {"a": 1}}, [["a", "b", "a"]]),
+        ({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}, [["a", "b", "c", "a"]]),
+        ({"a": {"b": 1, "c": 1}, "b": {"c": 1}, "c": {"a": 1}}, [["a", "c", "a"]]),
+    ],
+    ids=["acyclic", "pair", "triangle", "shortest"],
+)
+def test_cycle_finder(graph: Edges, expected: list[list[str]]) -> None:
+    assert cycles(graph) == expected
+
+
+def test_leaves_stay_leaves() -> None:
+    """The modules every other module may import import nothing of the package at run time or
+    for types, except the two leaves ``model`` names in annotations."""
+    edges = import_graph()
+    for leaf in ("semconv", "config", "_guard", "bounded_json", "version", "metrics"):
+        own = {t for t in edges[f"openai_latency.{leaf}"] if t != "openai_latency.semconv"}
+        assert not own, (leaf, own)
+    assert set(edges["openai_latency.model"]) <= {"openai_latency.config", "openai_latency.metrics"}
+    assert set(edges["openai_latency.registry"]) == {"openai_latency.operation"}  # types only
+    assert "openai_latency.sdk_hooks" not in edges["openai_latency.dns"]
