@@ -8,9 +8,11 @@
    the bench process's CPU time per request (during the run, and with the process start), its
    event-loop lag, and the client's share of TTFT per request: bench's TTFT of the call minus the
    server's own for it (first content chunk written - request received, from the server's log,
-   matched by request id through the ``--out`` file).
+   matched by request id through the ``--out`` file). The ``-c 64`` runs again with ``--workers 2``
+   (two client processes).
 2. Open-loop rates in steps: the highest rate at which arrivals still reach the server on time
-   (achieved rate within 5 % of the target and no arrival late for a free slot).
+   (achieved rate within 5 % of the target and no arrival late for a free slot) from one process;
+   the rates it missed, again with ``--workers 2``.
 
 The load average of the machine is printed with each result: on a shared machine the lag and the
 client's share of TTFT move with it (the CPU time per request much less).
@@ -110,23 +112,31 @@ def closed_loop(requests: int, concurrency: int, script: dict[str, int], name: s
     )
 
 
-def open_loop(rates: list[float], seconds: float) -> None:
+def open_loop(rates: list[float], seconds: float, *extra: str) -> list[float]:
+    """Each rate in turn; the rates that were not sustained."""
+    missed = []
     with FakeServer.spawn(SCRIPT) as server:
         for rate in rates:
             server.clear()
             requests = int(rate * seconds)
             load = os.getloadavg()[0]
-            report, _, _ = _bench(server.base_url, "--rate", f"{rate:g}", "-n", str(requests), "-c", "256")
+            report, _, _ = _bench(
+                server.base_url, "--rate", f"{rate:g}", "-n", str(requests), "-c", "256", *extra
+            )
             records = server.records(wait=5)
             arrivals = sorted(r.received_ns for r in records if r.path.endswith("/chat/completions"))
             achieved = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)
             late = report["late_arrivals"]
-            verdict = "sustained" if abs(achieved - rate) <= 0.05 * rate and late == 0 else "NOT sustained"
+            sustained = abs(achieved - rate) <= 0.05 * rate and late == 0
             per_request = report["client"]["cpu_per_request_s"] * 1000
             print(
-                f"open loop {rate:g}/s: achieved {achieved:.1f}/s at the server, late {late}, CPU"
-                f" {per_request:.2f} ms per request during the run; load average {load:.1f} -> {verdict}"
+                f"open loop {rate:g}/s {' '.join(extra)}: achieved {achieved:.1f}/s at the server, late"
+                f" {late}, CPU {per_request:.2f} ms per request during the run; load average {load:.1f}"
+                f" -> {'sustained' if sustained else 'NOT sustained'}"
             )
+            if not sustained:
+                missed.append(rate)
+    return missed
 
 
 def main() -> None:
@@ -141,9 +151,13 @@ def main() -> None:
         for concurrency in sorted({16, args.concurrency}):
             closed_loop(args.requests, concurrency, LLM_PACE, "LLM-like pace")
         closed_loop(args.requests, args.concurrency, LLM_PACE, "LLM-like pace", "--ramp-up", "0")
+        closed_loop(args.requests, args.concurrency, LLM_PACE, "LLM-like pace", "--workers", "2")
         closed_loop(args.requests, args.concurrency, SATURATING, "saturating pace")
+        closed_loop(args.requests, args.concurrency, SATURATING, "saturating pace", "--workers", "2")
     if args.only != "closed":
-        open_loop([float(r) for r in args.rates.split(",")], args.seconds)
+        missed = open_loop([float(r) for r in args.rates.split(",")], args.seconds)
+        if missed:  # what two client processes make of the rates one could not
+            open_loop(missed, args.seconds, "--workers", "2")
 
 
 if __name__ == "__main__":

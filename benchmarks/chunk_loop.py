@@ -1,6 +1,7 @@
 """Time of the per-chunk loop alone: the SDK's stream generator wrapped by ``traced_stream``.
 
-DESIGN §9 allows ~2 µs per chunk: a clock read, a type check, a few number updates. This feeds
+The budget (docs/ARCHITECTURE.md) allows ~2 µs per chunk: a clock read, a type check, a few number
+updates. This feeds
 one real ``ChatCompletionChunk`` (with content) through a plain generator, bare and wrapped, and
 reports the difference per chunk. No HTTP and no SSE parsing, so nothing but our loop is measured
 (the end-of-stream work, spans and metric points, is per stream: see instructions.py).
@@ -18,7 +19,8 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 
 from openai_latency.config import load_settings
-from openai_latency.operation import Operation, OperationKind, Telemetry
+from openai_latency.model import OperationKind, Telemetry
+from openai_latency.operation import Operation
 from openai_latency.streams import traced_stream
 from openai_latency.timeline import clock
 

@@ -21,8 +21,8 @@ times the loop alone.
 
 ``--official-python PATH`` also counts ``official``: the interpreter of a separate virtual
 environment with ``opentelemetry-instrumentation-genai-openai`` (its dependencies conflict with
-ours: TESTING.md). That environment's uninstrumented baseline is counted too, and its budget lines
-use the official package's own figure instead of the reference in DESIGN §9.
+ours). That environment's uninstrumented baseline is counted too, and its budget lines
+use the official package's own figure instead of the reference in docs/ARCHITECTURE.md "Cost budget".
 
     python benchmarks/instructions.py [--modes baseline off phases detailed] [--chunks 64]
 
@@ -43,11 +43,12 @@ OURS = ("off", "phases", "detailed")
 #: ours with no-op tracer and meter providers: our own code alone (the OTel API's no-op calls are nearly free)
 OWN = tuple(f"{mode}-noop" for mode in OURS)
 OFFICIAL = "official"
-#: DESIGN §9 budgets, as a fraction of what the official package adds per non-stream call.
+#: The budgets (docs/ARCHITECTURE.md "Cost budget"), as a fraction of what the official package adds
+#: per non-stream call.
 BUDGET_FACTOR = {"off": 0.9, "phases": 1.2, "detailed": 1.8}
 #: the workload key of an embeddings call (0: a non-stream chat call, N > 0: an N-chunk stream)
 EMBEDDINGS = -1
-#: TESTING.md reference (idle machine): the official package adds 423 µs to a 1,900 µs call.
+#: Reference (idle machine, docs/ARCHITECTURE.md): the official package adds 423 µs to a 1,900 µs call.
 REFERENCE_OFFICIAL_SHARE = 423.0 / 1900.0
 #: Issue 12: at most 1.5 µs per chunk, against the same 1,900 µs call.
 REFERENCE_CHUNK_SHARE = 1.5 / 1900.0
@@ -169,7 +170,7 @@ def report_calls(results: dict[str, dict[int, float]], workload: int, title: str
     official_added = None
     if OFFICIAL in results:
         official_added = results[OFFICIAL][workload] - results[f"{BASELINE}@official"][workload]
-    reference = "the official package here" if official_added else "TESTING.md's reference share"
+    reference = "the official package here" if official_added else "the reference share"
     official_budget = official_added if official_added else REFERENCE_OFFICIAL_SHARE * base
     print(f"{title}, instructions (Ir) per call")
     print(f"  {'mode':<10} {'Ir':>12} {'added':>12} {'of baseline':>12} {'x official':>11} {'budget':>12}")

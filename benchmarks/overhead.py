@@ -1,14 +1,15 @@
-"""What openai-latency adds per non-stream call and per stream chunk (DESIGN §9, TESTING.md "Benchmarks").
+"""What openai-latency adds per non-stream call and per stream chunk (docs/ARCHITECTURE.md "Cost budget").
 
-Method (TESTING.md): the fake OpenAI server runs in its own process; every mode runs in its own
+Method (docs/ARCHITECTURE.md "Cost budget"): the fake OpenAI server runs in its own process; every
+mode runs in its own
 worker process (``baseline`` = the uninstrumented SDK, ``detailed`` / ``off`` = ours with that
 ``phase_spans``); each round runs one short batch of every (mode, workload) pair in a freshly
 shuffled order; the estimate is the median over rounds of (mode batch - baseline batch of the same
 round), with a bootstrap confidence interval over rounds. Workers warm up, then ``gc.collect()``
 and ``gc.freeze()``. Per-chunk overhead = (overhead of a 64-chunk stream - overhead of a 1-chunk
 stream) / 63. Every worker has a SimpleSpanProcessor with an in-memory exporter (cleared after each
-batch) and a MeterProvider with an InMemoryMetricReader. Every figure is given in wall time (what DESIGN §9
-budgets) and in the worker's CPU time (the client's own work: narrower intervals on a shared machine).
+batch) and a MeterProvider with an InMemoryMetricReader. Every figure is given in wall time (what the budget
+limits) and in the worker's CPU time (the client's own work: narrower intervals on a shared machine).
 ``--paced-ms N`` adds streams whose chunks arrive N ms apart (the path where chunk gaps are recorded);
 a cProfile run of the ``detailed`` worker follows the rounds. See benchmarks/README.md.
 
@@ -45,7 +46,9 @@ BASELINE = "baseline"
 OFFICIAL = "official"  # opentelemetry-instrumentation-genai-openai, in --official-python's environment
 OFFICIAL_BASELINE = "official-baseline"  # the uninstrumented SDK in that environment, when it is another one
 OURS = ("phases", "detailed", "off")
-ALL_MODES = (BASELINE, OFFICIAL, OFFICIAL_BASELINE, *OURS)
+REPLAY = "replay"  # the uninstrumented SDK, then the OTel SDK calls of what `phases` emits (replay.py)
+OWN = "own"  # phases - replay: our own code's share (a row of the report, not a worker)
+ALL_MODES = (BASELINE, OFFICIAL, OFFICIAL_BASELINE, *OURS, REPLAY)
 DEFAULT_MODES = (BASELINE, OFFICIAL, *OURS)
 
 CALL = "call"  # non-stream chat completion
@@ -62,9 +65,9 @@ PACED_WORKLOADS = (PACED_1, PACED_64)
 PACED_BATCH = 1
 CHUNKS = {STREAM_1: 1, STREAM_64: 64, PACED_1: 1, PACED_64: 64}
 
-#: When the official package is not measured: what it adds per call on an idle machine (TESTING.md).
+#: When the official package is not measured: what it adds per call on an idle machine (docs/ARCHITECTURE.md).
 OFFICIAL_CALL_US = 423.0
-#: TESTING.md: the uninstrumented SDK on an idle machine, for scale.
+#: docs/ARCHITECTURE.md: the uninstrumented SDK on an idle machine, for scale.
 REFERENCE_BASELINE_CALL_US = 1900.0
 CHUNK_BUDGET_US = 1.5
 #: Issue 12's budget: (mode, workload) -> at most this factor x what the official package adds to the
@@ -81,7 +84,7 @@ WARMUP_CALLS = 30
 BOOTSTRAP_RESAMPLES = 2000
 PROFILE_TOP = 10
 
-WALL = "wall"  # time.perf_counter_ns(): what the caller waits, the primary figure (TESTING.md)
+WALL = "wall"  # time.perf_counter_ns(): what the caller waits, the primary figure (docs/ARCHITECTURE.md)
 CPU = "cpu"  # time.process_time_ns() of the worker: the client's own work, less sensitive to load
 CLOCKS = (WALL, CPU)
 PACKAGE = "openai_latency"
@@ -91,7 +94,7 @@ PACKAGE = "openai_latency"
 
 
 class Worker:
-    """The SDK client of one mode, with the OTel SDK wired as TESTING.md says."""
+    """The SDK client of one mode, with the OTel SDK wired as docs/ARCHITECTURE.md says."""
 
     def __init__(self, mode: str, base_url: str, paced_ms: float = 0.0) -> None:
         import openai
@@ -140,6 +143,27 @@ class Worker:
                 pass
 
     def job(self, workload: str) -> Callable[[], None]:
+        if self.mode == REPLAY:
+            return self._replayed(workload)
+        return self._job(workload)
+
+    def _replayed(self, workload: str) -> Callable[[], None]:
+        """The call, then the OTel SDK work of what ``phases`` emitted for it (captured once)."""
+        import replay
+
+        replayers = self.__dict__.setdefault("_replayers", {})
+        if workload not in replayers:
+            template = replay.capture(self._job(workload))
+            replayers[workload] = replay.Replayer(template, self.tracer_provider, self.meter_provider)
+        job, again = self._job(workload), replayers[workload].replay
+
+        def replayed() -> None:
+            job()
+            again()
+
+        return replayed
+
+    def _job(self, workload: str) -> Callable[[], None]:
         if workload == CALL:
             return self.call
         if workload == EMBED:
@@ -326,6 +350,27 @@ def analyse_clock(results: Results, clock: str, modes: Sequence[str], rng: rando
         if PACED_64 in rounds[0][mode]:
             paced = [(added(r, PACED_64) - added(r, PACED_1)) / 63 for r in rounds]
             estimates[mode]["paced_chunk_us"] = estimate(paced, rng)
+    if REPLAY in modes and "phases" in modes:  # our own code: phases minus the SDK work it causes
+        own: dict[str, Estimate] = {}
+        for key, workload in (
+            ("call_us", CALL),
+            ("embed_us", EMBED),
+            ("stream1_us", STREAM_1),
+            ("stream64_us", STREAM_64),
+        ):
+            own[key] = estimate([r["phases"][workload] - r[REPLAY][workload] for r in rounds], rng)
+        own["chunk_us"] = estimate(
+            [
+                (
+                    (r["phases"][STREAM_64] - r[REPLAY][STREAM_64])
+                    - (r["phases"][STREAM_1] - r[REPLAY][STREAM_1])
+                )
+                / 63
+                for r in rounds
+            ],
+            rng,
+        )
+        estimates[OWN] = own
     official = estimates.get(OFFICIAL)
     keys = {CALL: "call_us", EMBED: "embed_us", STREAM_64: "stream64_us"}
     for (mode, workload), factor in BUDGET_FACTOR.items():
@@ -334,7 +379,7 @@ def analyse_clock(results: Results, clock: str, modes: Sequence[str], rng: rando
         if official is not None:
             reference, source = official[keys[workload]].median, "official, this run"
         elif workload == CALL:
-            reference, source = OFFICIAL_CALL_US, "official, TESTING.md reference"
+            reference, source = OFFICIAL_CALL_US, "official, reference figure"
         else:
             continue
         _verdict(
@@ -565,7 +610,7 @@ def report(results: Results, out: IO[str]) -> None:
 
 
 CLOCK_TITLES = {
-    WALL: "WALL time (perf_counter): what the caller waits; the figure DESIGN §9 budgets",
+    WALL: "WALL time (perf_counter): what the caller waits; the figure the budget limits",
     CPU: "CPU time of the worker process (process_time): the client's own work, less hit by load",
 }
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Runs the openai SDK's own offline tests twice, plain and with openai-latency instrumenting the
-# SDK, and fails when the instrumentation changes any outcome (docs: shared TESTING.md, "The SDK's
-# own tests as a peer suite").
+# SDK, and fails when the instrumentation changes any outcome (docs/ARCHITECTURE.md, "Testing").
 #
 # Usage: scripts/peer-suite.sh [PYTHON]      (default: .venv/bin/python)
 #   PEER_WORKERS=N    pytest-xdist workers per run (default 2)

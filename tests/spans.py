@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -44,6 +44,19 @@ class Captured:
 
     def clear(self) -> None:
         self.exporter.clear()
+
+
+def calls_in_metrics(reader: MetricReader) -> int:
+    """How many calls ``reader`` has counted: the ``gen_ai.client.operation.duration`` points' counts
+    (cumulative: what earlier calls recorded stays counted)."""
+    data = reader.get_metrics_data()
+    total = 0
+    for resource_metrics in data.resource_metrics if data else ():
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                if metric.name == "gen_ai.client.operation.duration":
+                    total += sum(point.count for point in metric.data.data_points)
+    return total
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:

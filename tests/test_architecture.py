@@ -3,12 +3,14 @@
 Every module of ``src/openai_latency`` (subpackages included) is parsed, not imported, and every
 ``import`` statement anywhere in it counts: at the top, inside a function (lazy imports), and under
 ``if TYPE_CHECKING:``. A cycle through a type-only import is still a cycle in the design (the two
-modules cannot be understood, or moved, apart), so it fails too.
+modules cannot be understood, or moved, apart), so it fails too. The modules of the instrumentation
+also keep to the layers of docs/ARCHITECTURE.md, and that document's references to the code resolve.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from itertools import pairwise
 from pathlib import Path
 
@@ -126,6 +128,26 @@ def _path_within(edges: Edges, component: set[str]) -> list[str]:
     raise AssertionError(f"no cycle through {start}")  # pragma: no cover: a component has one
 
 
+def _component(edges: Edges, start: str) -> set[str]:
+    """The modules that both reach ``start`` and are reached from it."""
+
+    def reach(graph: dict[str, set[str]]) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            for target in graph[todo.pop()]:
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    forward = {node: set(targets) for node, targets in edges.items()}
+    backward: dict[str, set[str]] = {node: set() for node in edges}
+    for node, targets in edges.items():
+        for target in targets:
+            backward[target].add(node)
+    return reach(forward) & reach(backward)
+
+
 def _describe(edges: Edges, modules: dict[str, Path], cycle: list[str]) -> str:
     steps = []
     for source, target in pairwise(cycle):
@@ -139,7 +161,8 @@ def test_the_package_has_no_import_cycle() -> None:
     edges = import_graph(modules)
     found = cycles(edges)
     report = "\n".join(
-        f"import cycle {i}: {' -> '.join(cycle)}\n{_describe(edges, modules, cycle)}"
+        f"import cycle {i}: {' -> '.join(cycle)}\n{_describe(edges, modules, cycle)}\n"
+        f"    (all modules on a cycle with these: {', '.join(sorted(_component(edges, cycle[0])))})"
         for i, cycle in enumerate(found, 1)
     )
     assert not found, "\n" + report
@@ -169,13 +192,59 @@ def test_cycle_finder(graph: Edges, expected: list[list[str]]) -> None:
     assert cycles(graph) == expected
 
 
-def test_leaves_stay_leaves() -> None:
-    """The modules every other module may import import nothing of the package at run time or
-    for types, except the two leaves ``model`` names in annotations."""
+LAYERS = (
+    ("semconv", "config", "_guard", "bounded_json", "version", "file_exporter"),
+    ("metrics",),
+    ("model",),
+    ("attributes", "errors", "routing"),
+    ("timeline", "stream_usage"),
+    ("summary", "content", "http_trace"),
+    ("operation",),
+    ("registry", "streams"),
+    ("sdk_hooks", "dns"),
+    ("legacy_send",),
+    ("instrumentor",),
+    ("",),  # the package's __init__
+)
+"""The instrumentation's modules, bottom layer first, as drawn in docs/ARCHITECTURE.md ("Module
+map"): a module imports only modules of lower layers (cli/ and fake_server/ stand beside them)."""
+
+
+def test_every_import_goes_down_a_layer() -> None:
+    layer = {f"{PACKAGE}.{name}".rstrip("."): i for i, names in enumerate(LAYERS) for name in names}
     edges = import_graph()
-    for leaf in ("semconv", "config", "_guard", "bounded_json", "version", "metrics"):
-        own = {t for t in edges[f"openai_latency.{leaf}"] if t != "openai_latency.semconv"}
-        assert not own, (leaf, own)
-    assert set(edges["openai_latency.model"]) <= {"openai_latency.config", "openai_latency.metrics"}
-    assert set(edges["openai_latency.registry"]) == {"openai_latency.operation"}  # types only
-    assert "openai_latency.sdk_hooks" not in edges["openai_latency.dns"]
+    core = {name for name in edges if not name.startswith((f"{PACKAGE}.cli", f"{PACKAGE}.fake_server"))}
+    assert core == set(layer), "a module to place in LAYERS (and in the doc's diagram)"
+    upward = [
+        f"{source} (layer {layer[source]}) imports {target} (layer {layer[target]}), line {line}"
+        for source in sorted(core)
+        for target, line in edges[source].items()
+        if target in layer and layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def _definitions(path: Path) -> set[str]:
+    """Qualified names of the classes and functions a module defines (``Class.method``)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(prefix + child.name)
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return names
+
+
+def test_the_architecture_document_points_at_code_that_exists() -> None:
+    """Its ``module.py:Function`` references (the phase table) and its relative links resolve."""
+    doc = ROOT.parent.parent / "docs" / "ARCHITECTURE.md"
+    text = doc.read_text(encoding="utf-8")
+    references = re.findall(r"`([a-z_]+\.py):([A-Za-z_.]+)`", text)
+    assert len(references) > 15
+    missing = [f"{module}:{name}" for module, name in references if name not in _definitions(ROOT / module)]
+    assert not missing, missing
+    links = re.findall(r"\]\((\.\./[^)#]+)\)", text)
+    assert [link for link in links if not (doc.parent / link).exists()] == []

@@ -13,6 +13,7 @@ import signal
 import statistics
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -452,14 +453,18 @@ def test_workers_share_the_load_and_their_spans_are_one_result(tmp_path: Path) -
             stack, {"delay-ms": 60, **STREAM}, {"delay-ms": 1, "ttft-ms": 1, "chunks": 2}
         )
         out = tmp_path / "spans.jsonl"
-        result = run_cli(
-            ["bench", "--target", f"a={closed.base_url}", "--model", "m", "-n", "12", "-c", "4",
-             "--workers", "2", "--warmup", "2", "--format", "json", "--out", str(out)]
-        )  # fmt: skip
-        rated = run_cli(
-            ["bench", "--target", f"a={opened.base_url}", "--model", "m", "--rate", "20", "-n", "20",
-             "--workers", "2", "--no-stream", "--format", "json"]
-        )  # fmt: skip
+        with ThreadPoolExecutor(2) as pool:  # side by side: each mostly waits on its server
+            closed_run = pool.submit(
+                run_cli,
+                ["bench", "--target", f"a={closed.base_url}", "--model", "m", "-n", "12", "-c", "4",
+                 "--workers", "2", "--warmup", "2", "--format", "json", "--out", str(out)],
+            )  # fmt: skip
+            open_run = pool.submit(
+                run_cli,
+                ["bench", "--target", f"a={opened.base_url}", "--model", "m", "--rate", "20", "-n", "20",
+                 "--workers", "2", "--no-stream", "--format", "json"],
+            )  # fmt: skip
+            result, rated = closed_run.result(), open_run.result()
         records, arrivals = chat_records(closed), sorted(r.received_ns for r in chat_records(opened))
     assert result.code == 0 and rated.code == 0, result.err + rated.err
     report = result.json()

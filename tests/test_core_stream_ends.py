@@ -12,7 +12,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
-from openai_latency.attributes import qualified_name
+from openai_latency.errors import qualified_name
 from tests.spans import Captured, attrs
 
 MESSAGES = [{"role": "user", "content": "hello"}]

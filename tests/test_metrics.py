@@ -1,4 +1,4 @@
-"""Metrics (DESIGN §4) read back from an InMemoryMetricReader, checked against the exported spans.
+"""Metrics (README "Metrics") read back from an InMemoryMetricReader, checked against the exported spans.
 
 Bucket boundaries are written out here from the GenAI semantic conventions (gen-ai-metrics.md), not
 imported from the code under test.

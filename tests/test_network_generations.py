@@ -37,7 +37,7 @@ def test_every_hook_target_exists_in_this_sdk() -> None:
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 async def test_user_supplied_legacy_httpx_client(
-    instrument: Callable[..., Captured], server: FakeServer, is_async: bool
+    instrument: Callable[..., Captured], server: FakeServer, detailed_spans: None, is_async: bool
 ) -> None:
     httpx = pytest.importorskip("httpx")
     captured = instrument()

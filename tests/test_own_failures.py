@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from openai_latency import OpenAILatencyInstrumentor, _guard
 from openai_latency.fake_server import FakeServer
 from tests import netkit
+from tests.spans import calls_in_metrics
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 ROUNDS = 4
@@ -279,7 +280,7 @@ async def test_own_failures_never_reach_the_app(
             assert all(isinstance(exc, Boom) for exc in scraper.failures), scraper.failures[:3]
             if scenario == "metric-reader-collect":
                 assert scraper.failures  # the fault fired, during the calls
-                assert _duration_points(readers[1]) == len(got)  # the healthy reader got every call
+                assert calls_in_metrics(readers[1]) == len(got)  # the healthy reader got every call
         else:
             got = await _calls(server, scenario)
     finally:
@@ -300,18 +301,6 @@ async def test_own_failures_never_reach_the_app(
     assert bool(ours) is reaches_our_code, ours
     if scenario.startswith("span-processor-on-end"):
         assert ended.ended  # spans still ended (and were handed to the other processors)
-
-
-def _duration_points(reader: Any) -> int:
-    """How many gen_ai.client.operation.duration points the reader has (one per call)."""
-    data = reader.get_metrics_data()
-    total = 0
-    for resource_metrics in data.resource_metrics if data else ():
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                if metric.name == "gen_ai.client.operation.duration":
-                    total += sum(point.count for point in metric.data.data_points)
-    return total
 
 
 def test_report_warns_once_then_logs_at_debug(caplog: pytest.LogCaptureFixture, fresh_reports: None) -> None:

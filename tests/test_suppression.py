@@ -22,7 +22,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 from openai_latency.fake_server import FakeServer
-from tests.spans import Captured, attrs
+from tests.spans import Captured, attrs, calls_in_metrics
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 MODEL = "gpt-4o-mini"
@@ -37,16 +37,7 @@ def _aclient(server: FakeServer) -> openai.AsyncOpenAI:
 
 
 def _recorded_calls(captured: Captured) -> int:
-    """How many calls the metrics counted: the ``gen_ai.client.operation.duration`` points' counts
-    (cumulative: a reader keeps what earlier calls recorded)."""
-    data = captured.metric_reader.get_metrics_data()
-    total = 0
-    for resource_metrics in data.resource_metrics if data else ():
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                if metric.name == "gen_ai.client.operation.duration":
-                    total += sum(point.count for point in metric.data.data_points)
-    return total
+    return calls_in_metrics(captured.metric_reader)
 
 
 def _nothing_recorded(captured: Captured, calls_before: int = 0) -> None:

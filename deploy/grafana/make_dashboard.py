@@ -26,7 +26,7 @@ MODEL = "gen_ai_request_model"
 CALLS = "gen_ai_client_operation_duration_seconds_count"
 PER_CALL = f" / scalar(sum(rate({CALLS}{{{M}}}[{RI}])))"
 """Divides a per-second rate by the calls per second: a share of calls, or a mean per call."""
-# Phase spans of openai-latency (span names are the public contract, DESIGN §1).
+# Phase spans of openai-latency (span names are the public contract: docs/ARCHITECTURE.md).
 PHASE_SPANS = r'span_name=~"openai\\..+|http\\..+"'
 OPERATION_SPANS = r'span_name=~"(chat|embeddings|text_completion|generate_content|openai) .+"'
 SPAN_DURATION = "traces_span_metrics_duration_seconds"

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ._guard import report
-from .attributes import qualified_name
+from .errors import qualified_name
 from .timeline import Attempt, clock
 
 SyncTrace = Callable[[str, Any], None]

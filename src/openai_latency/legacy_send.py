@@ -1,4 +1,5 @@
-"""Attempt bracketing for openai < 2.31, which has no ``_send_request`` (DESIGN §6).
+"""Attempt bracketing for openai < 2.31, which has no ``_send_request`` (docs/ARCHITECTURE.md,
+"Where the SDK is hooked").
 
 Those versions call ``self._client.send(request, stream=...)`` on an ``httpx.Client`` /
 ``httpx.AsyncClient`` directly, so the attempt hooks go on ``httpx.Client.send`` and

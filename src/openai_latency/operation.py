@@ -15,6 +15,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as attrs
+from . import errors
 from . import semconv as sc
 from ._guard import guarded, report
 from .model import Attributes, OperationKind, StreamStats, Telemetry
@@ -73,7 +74,7 @@ class Operation:
             self.result_attributes = attrs.response_attributes(result)
             if self.content is not None:
                 self.content.result = result
-            error = attrs.failed_response_error(result)
+            error = errors.failed_response_error(result)
         finally:
             self.finish(end_ns=now, error=error)
 
@@ -117,9 +118,9 @@ class Operation:
         timeline.end_ns = end_ns
         if error is None and self.stream.error_item is not None:
             # The provider reported an error inside the stream (Responses `error` / `response.failed`).
-            error, end_state = attrs.stream_error(self.stream.error_item), "error"
+            error, end_state = errors.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
-        failure = attrs.error_attributes(error, mid_stream=end_state == "error") if error is not None else {}
+        failure = errors.error_attributes(error, mid_stream=end_state == "error") if error is not None else {}
         timeline.name_final_attempt(failure)
         phases = timeline.phases(settings.http_subphases)
         summary = dict(self.result_attributes)

@@ -1,4 +1,5 @@
-"""The wrapt wrappers placed at the SDK's boundaries (DESIGN §6), one method each.
+"""The wrapt wrappers placed at the SDK's boundaries, one method each (which SDK functions, and
+why those: docs/ARCHITECTURE.md, "Where the SDK is hooked"; the list: :func:`.instrumentor._patch_table`).
 
 - operation: the resource methods (``chat.completions.create`` ...) start an :class:`Operation`;
   ``SyncAPIClient.request`` is the fallback for every other call and for bound methods captured
@@ -9,7 +10,12 @@
 - stream: ``Stream.__stream__`` gets its generator wrapped; ``close()`` methods end a stream early.
 
 Each wrapper calls the SDK outside any ``try`` of ours, so SDK exceptions pass through as the same
-object, and our own work is ``guarded``: it can only be skipped, never raise into the caller.
+object, and our own work is ``guarded``: it can only be skipped, never raise into the caller. The
+data an attempt or a backoff records is set by methods of :class:`.Attempt`, :class:`.Backoff` and
+:class:`.Timeline`; the wrappers only find the call (:mod:`.registry`) and pick the SDK's arguments.
+
+Nothing is recorded while ``suppress_instrumentation`` is set (checked where an operation would
+start) or after ``uninstrument()`` (:meth:`Hooks.deactivate`, checked at every wrapper's entry).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_current
 
 from . import attributes as attrs
 from . import content, http_trace, stream_usage
@@ -36,7 +42,8 @@ from .timeline import Attempt, Backoff, clock
 
 SUPPRESSED = _SUPPRESS_INSTRUMENTATION_KEY
 """Set (truthy) in the context by ``opentelemetry.instrumentation.utils.suppress_instrumentation()``
-and by the OTel SDK around its exporters: no operation starts while it is."""
+and by the OTel SDK around its exporters: no operation starts while it is. (The helper also sets the
+legacy plain-string key; a context that has only that one is not suppressed here.)"""
 
 
 class Hooks:
@@ -140,7 +147,7 @@ class Hooks:
 
     def operation(self, kind: OperationKind) -> Wrapper:
         def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-            if not self._active or CURRENT.get() is not None or get_value(SUPPRESSED):
+            if not self._active or CURRENT.get() is not None or get_current().get(SUPPRESSED):
                 return wrapped(*args, **kwargs)
             op = self.start(kind, getattr(instance, "_client", None), kwargs)
             if op is None:
@@ -155,7 +162,7 @@ class Hooks:
 
     def async_operation(self, kind: OperationKind) -> Wrapper:
         def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-            if not self._active or CURRENT.get() is not None or get_value(SUPPRESSED):
+            if not self._active or CURRENT.get() is not None or get_current().get(SUPPRESSED):
                 return wrapped(*args, **kwargs)
             injected = stream_usage.with_usage(kind, kwargs) if self.inject_usage else None
             # argument errors stay raised at call time
@@ -180,7 +187,7 @@ class Hooks:
 
     def request(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         """Fallback: ``SyncAPIClient.request(cast_to, options, *, stream, stream_cls)``."""
-        if not self._active or CURRENT.get() is not None or get_value(SUPPRESSED):
+        if not self._active or CURRENT.get() is not None or get_current().get(SUPPRESSED):
             return wrapped(*args, **kwargs)
         stream = kwargs.get("stream") is True
         op = self.start_fallback(instance, _options(args, kwargs), stream)
@@ -189,7 +196,7 @@ class Hooks:
         return self.run_sync(op, wrapped, args, kwargs, stream)
 
     def async_request(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-        if not self._active or CURRENT.get() is not None or get_value(SUPPRESSED):
+        if not self._active or CURRENT.get() is not None or get_current().get(SUPPRESSED):
             return wrapped(*args, **kwargs)
         return self._await_request(wrapped, instance, args, kwargs)
 

@@ -70,7 +70,7 @@ _RESPONSES_FINAL = ("response.completed", "response.incomplete", "response.faile
 def _observe_responses(st: StreamStats, event: Any) -> bool:
     """Output: any non-empty ``*.delta`` event (output text, refusal, function-call arguments,
     reasoning text/summary, audio...). ``response.failed`` and ``error`` events set ``error_item``:
-    the operation then ends as an error with the provider's code (:func:`attributes.stream_error`)."""
+    the operation then ends as an error with the provider's code (:func:`.errors.stream_error`)."""
     event_type = getattr(event, "type", None)
     if not isinstance(event_type, str):
         return False

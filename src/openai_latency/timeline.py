@@ -1,8 +1,11 @@
 """A call's phases as data: monotonic marks in, phase intervals out.
 
-Hooks only append plain integers (``time.perf_counter_ns()``) while the call runs. When the call
-ends, :meth:`Timeline.phases` turns the marks into non-overlapping intervals, in order, that tile
-the operation; the span layer converts them to spans with :func:`to_epoch_ns`.
+While the call runs, the hooks record plain integers (``time.perf_counter_ns()``) and the SDK's
+response data through the methods here (``Timeline.begin_attempt``, ``Attempt.record_response``,
+``Timeline.begin_backoff``, ``Backoff.note_delay``...). When the call ends, :meth:`Timeline.phases`
+turns the marks into non-overlapping intervals, in order, that tile the operation; the span layer
+converts them to spans with :func:`to_epoch_ns`. Which hook records which mark: docs/ARCHITECTURE.md,
+"Phase boundaries and where they are recorded".
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import semconv as sc
 from ._guard import guarded
-from .attributes import qualified_name, response_error_code
+from .errors import qualified_name, response_error_code
 from .model import Attributes
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ References: the exporter's README (exporter/prometheusexporter, options `namespa
 `<namespace>.calls` (sum, no unit) and `<namespace>.duration` (histogram, unit from
 `histogram.unit`), see connector/spanmetricsconnector.
 
-Our metrics (DESIGN §4) are listed here on purpose and not imported from the package: they are a
+Our metrics (README "Metrics") are listed here on purpose and not imported from the package: they are a
 public contract, and a change must show up as a failing test next to the dashboard that uses them.
 """
 
@@ -44,7 +44,7 @@ COMMON_LABELS = frozenset(
     {"job", "instance", "otel_scope_name", "otel_scope_version", "otel_scope_schema_url"}
 )
 
-# Metric attributes of the instrumentation (low cardinality, DESIGN §4), as OTel keys.
+# Metric attributes of the instrumentation (low cardinality, metrics.METRIC_ATTRIBUTES), as OTel keys.
 _OUR_ATTRS = (
     "gen_ai.operation.name",
     "gen_ai.provider.name",
@@ -68,7 +68,7 @@ def _attrs(*extra: str) -> frozenset[str]:
     return frozenset(label_name(a) for a in (*_OUR_ATTRS, *extra))
 
 
-# DESIGN §4, table "Metrics".
+# README, table "Metrics".
 OUR_METRICS: tuple[OtelMetric, ...] = (
     OtelMetric("gen_ai.client.operation.duration", "s", "histogram", _attrs()),
     OtelMetric("gen_ai.client.token.usage", "{token}", "histogram", _attrs("gen_ai.token.type")),

@@ -1,7 +1,7 @@
 """Grafana: every panel queries metric names (and labels) that the pipeline produces.
 
 The produced set is computed, not listed: the spanmetrics connector's names from its config in
-collector/otelcol.yaml, and the instrumentation's metrics (DESIGN §4) translated to Prometheus
+collector/otelcol.yaml, and the instrumentation's metrics (README "Metrics") translated to Prometheus
 naming, both by tests/stack/prom_names.py.
 """
 

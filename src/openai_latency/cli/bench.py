@@ -94,7 +94,7 @@ def _bench(opts: argparse.Namespace) -> int:
             parts = run_in_workers(plan, requests, state, folder)
             if opts.out:
                 _concatenate(parts, opts.out)
-            return _finish(plan, read_spans(parts, ReadStats()), state)
+            return _finish(plan, read_spans(parts, ReadStats()) if parts else iter(()), state)
     with instrumented() as recorder:
         clients = clients_for(targets, opts.timeout, opts.max_retries)
         runner = Runner(targets, clients, workload, state, seed=opts.seed)

@@ -5,11 +5,18 @@ file exporter) mostly write it first: it waits in ``children`` until its operati
 call takes it and it is dropped. Phase spans that arrive after their operation (another order in the
 file, Jaeger's answer) are joined at the end, through an index of the calls by span id. What stays in
 memory is one compact :class:`Call` per operation plus that index, not the spans.
+
+The http.* sub-phases of an attempt come as spans under its network_wait span
+(``phase_spans=detailed``) or as that span's ``openai_latency.http.*`` attributes (``phases``, the
+instrumentation's default; durations only, so no waterfall bars): either way they are summed into
+the call's ``http``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from typing import Any
 
 from .otlp_json import Span
 from .report_stats import PHASE_KEY, Call, Collected, Interval, is_operation, new_call, ours
@@ -35,6 +42,9 @@ class _Collector:
         self.tentative: dict[str, int] = {}
         self.phase_names: dict[str, str] = {}
         self.phase_spans = 0
+        # trace id + span id of a network_wait span -> its http.* sub-phases given as its attributes
+        # (phase_spans=phases: seconds per sub-phase, no sub-phase spans)
+        self.http_attributes: dict[str, dict[str, float]] = {}
 
     def add(self, span: Span) -> None:
         """A span that is not a phase span (those are added by :func:`collect` itself)."""
@@ -71,6 +81,11 @@ class _Collector:
                 self._take_http(child_key, call)
             if phase == "network_wait":  # more of its http.* sub-phases may come
                 self.attempts[child_key] = call
+                http_attributes = self.http_attributes.pop(child_key, None)
+                if http_attributes:
+                    http = call.http
+                    for name, seconds in http_attributes.items():
+                        http[name] = http.get(name, 0.0) + seconds
         if self.keep_intervals:
             call.intervals.sort(key=_start)
 
@@ -101,6 +116,20 @@ class _Collector:
         return collected
 
 
+#: phase_spans=phases: a network_wait span's http.* sub-phases as its attributes, in seconds
+#: (``openai_latency.http.connect``...; ``openai_latency.http.failed`` names one and is skipped).
+HTTP_ATTRIBUTE_PREFIX = "openai_latency.http."
+_HTTP_PREFIX_LENGTH = len(HTTP_ATTRIBUTE_PREFIX)
+
+
+def _http_attributes(attributes: dict[str, Any]) -> dict[str, float]:
+    return {
+        key[_HTTP_PREFIX_LENGTH:]: value
+        for key, value in attributes.items()
+        if key.startswith(HTTP_ATTRIBUTE_PREFIX) and value.__class__ is float and math.isfinite(value)
+    }
+
+
 def _start(interval: Interval) -> int:
     return interval.start_ns
 
@@ -116,6 +145,10 @@ def collect(spans: Iterable[Span], intervals: bool = True) -> Collected:
             phase_spans += 1
             key = span.trace_id + span.parent_span_id
             child = (span.span_id, phase_names.setdefault(phase, phase), span.start_ns, span.end_ns)
+            if phase == "network_wait":
+                http = _http_attributes(span.attributes)
+                if http:
+                    collector.http_attributes[span.trace_id + span.span_id] = http
             waiting = children.get(key)
             if waiting is None:
                 children[key] = [child]
