@@ -3,52 +3,35 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.loopback_http import LoopbackServer, send_json
 
-class FakeJaeger:
+
+class FakeJaeger(LoopbackServer):
     def __init__(self, traces: list[dict[str, Any]]) -> None:
+        super().__init__()
         self.traces = traces
         self.queries: list[tuple[str, dict[str, str]]] = []
         #: "ok", "http_error" (500 with Jaeger's error body), "not_json"
         self.mode = "ok"
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urllib.parse.urlsplit(self.path)
-                query = dict(urllib.parse.parse_qsl(url.query))
-                owner.queries.append((url.path, query))
-                status, body = owner.answer(url.path, query)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def handle(self, method: str, request: BaseHTTPRequestHandler) -> None:
+        url = urllib.parse.urlsplit(request.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        self.queries.append((url.path, query))
+        status, body = self.answer(url.path, query)
+        send_json(request, status, body)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeJaeger:
-        self.thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
     def services(self) -> list[str]:
         names = {p["serviceName"] for trace in self.traces for p in trace["processes"].values()}

@@ -11,8 +11,10 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.loopback_http import LoopbackServer, send_json
 
 
 @dataclass(frozen=True)
@@ -22,55 +24,32 @@ class Seen:
     body: dict[str, Any]
 
 
-class KeyServer:
+class KeyServer(LoopbackServer):
     def __init__(self) -> None:
+        super().__init__()
         self.seen: list[Seen] = []
-        lock = threading.Lock()
-        numbers = itertools.count(1)
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as the SDK expects
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with lock:
-                    owner.seen.append(Seen(self.path, self.headers.get("Authorization", ""), body))
-                    number = next(numbers)
-                if not self.path.endswith("/chat/completions") or body.get("stream"):
-                    self._send(404, {"error": {"message": "not here", "type": "invalid_request_error"}})
-                    return
-                self._send(200, _completion(number, str(body.get("model", ""))), f"req_key{number}")
-
-            def _send(self, status: int, payload: dict[str, Any], request_id: str = "") -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if request_id:
-                    self.send_header("x-request-id", request_id)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def handle(self, method: str, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = json.loads(request.rfile.read(length) or b"{}") if method == "POST" else {}
+        with self._lock:
+            self.seen.append(Seen(request.path, request.headers.get("Authorization", ""), body))
+            number = next(self._numbers)
+        if method != "POST" or not request.path.endswith("/chat/completions") or body.get("stream"):
+            send_json(request, 404, {"error": {"message": "not here", "type": "invalid_request_error"}})
+            return
+        completion = _completion(number, str(body.get("model", "")))
+        send_json(request, 200, completion, {"x-request-id": f"req_key{number}"})
 
     def __enter__(self) -> KeyServer:
-        self.thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 def _completion(number: int, model: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 import openai_latency
-from openai_latency import OpenAILatencyInstrumentor, _guard, sdk_hooks
+from openai_latency import OpenAILatencyInstrumentor, _guard, registry
 from openai_latency.attributes import provider_name
 from openai_latency.fake_server import FakeServer
 from openai_latency.operation import Operation
@@ -239,7 +239,7 @@ def tracked_state() -> dict[str, int]:
     # type(), not isinstance(): the SDK's lazy proxies load their target when asked for __class__
     return {
         "operations_alive": sum(type(obj) is Operation for obj in objects),
-        "by_response": len(sdk_hooks.BY_RESPONSE),
+        "by_response": len(registry.BY_RESPONSE),
         "reported_kinds": len(_guard._reported),
         "provider_cache": provider_name.cache_info().currsize,
         "finalizers": sum(type(obj) is weakref.finalize and obj.alive for obj in objects),

@@ -136,8 +136,9 @@ def _legacy_h2_thread_race(exc: BaseException) -> bool:
     threads share one new HTTP/2 connection: once in a few hundred runs both calls of the multiplex
     scenario get ``APIConnectionError`` from ``httpcore.RemoteProtocolError("Server disconnected")``
     while the server neither reset nor closed anything (its log shows the client's EOF only after the
-    failure). It happens at the same rate with the instrumentation off and never with httpcore2
-    (issue 11 item 11; formerly seen here as ``KeyError: None`` from the record lookup)."""
+    failure). It happens at about the same rate with the instrumentation off; it was not seen with
+    httpcore2 in 800 runs (issue 11 item 11; formerly seen here as ``KeyError: None`` from the record
+    lookup)."""
     if not isinstance(exc, openai.APIConnectionError):
         return False
     cause = exc.__cause__

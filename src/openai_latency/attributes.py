@@ -187,7 +187,7 @@ def embedding_dimensions(data: object) -> int | None:
 
 
 def finish_reasons(choices: Any) -> list[str]:
-    if not choices:
+    if not choices or not isinstance(choices, (list, tuple)):  # unvalidated JSON: any shape
         return []
     reasons = [getattr(choice, "finish_reason", None) for choice in choices]
     return [str(reason) for reason in reasons if reason]

@@ -36,15 +36,21 @@ def _observe_chat(st: StreamStats, chunk: Any) -> bool:
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
-    choices = chunk.choices
-    if not choices:
+    # The SDK builds chunks without validation: any field may hold any JSON, so every read has a default.
+    choices = getattr(chunk, "choices", None)
+    if not choices or not isinstance(choices, list):
         return False
     output = False
     for choice in choices:
-        if choice.finish_reason:
-            _add_finish_reason(st, choice.finish_reason)
-        delta = choice.delta
-        if delta is not None and (delta.content or delta.tool_calls or getattr(delta, "refusal", None)):
+        reason = getattr(choice, "finish_reason", None)
+        if reason:
+            _add_finish_reason(st, reason)
+        delta = getattr(choice, "delta", None)
+        if delta is not None and (
+            getattr(delta, "content", None)
+            or getattr(delta, "tool_calls", None)
+            or getattr(delta, "refusal", None)
+        ):
             output = True
     return output
 
@@ -55,11 +61,15 @@ def _observe_completions(st: StreamStats, chunk: Any) -> bool:
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
+    choices = getattr(chunk, "choices", None)
+    if not choices or not isinstance(choices, list):
+        return False
     output = False
-    for choice in chunk.choices or ():
-        if choice.finish_reason:
-            _add_finish_reason(st, choice.finish_reason)
-        if choice.text:
+    for choice in choices:
+        reason = getattr(choice, "finish_reason", None)
+        if reason:
+            _add_finish_reason(st, reason)
+        if getattr(choice, "text", None):
             output = True
     return output
 

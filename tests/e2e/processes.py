@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,10 +49,39 @@ def tool(name: str) -> str:
     return found
 
 
+_HANDED_OUT: set[int] = set()
+_PICK = random.Random(os.getpid())
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives to outgoing connections and to bind(0) (Linux: 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port that nothing listens on, below the kernel's ephemeral range.
+
+    A port from ``bind(0)`` is released before the service binds it, and in between the kernel may
+    hand the same port to an outgoing connection (every collector and client makes some): a service
+    then fails with "address already in use". Ports below the ephemeral range are never handed out
+    that way, and this process never hands out the same one twice.
+    """
+    high = max(_ephemeral_low() - 1, 20_000)
+    for _ in range(1000):
+        port = _PICK.randint(15_000, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def http_get(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -59,12 +58,6 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
 
 class ServiceFailed(RuntimeError):
     """A process exited before it was ready, or did not become ready in time."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
