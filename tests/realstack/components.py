@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.processes import disabled_instrumentations, tool
+from tests.e2e.processes import disabled_instrumentations, free_port, tool
 
-from .procs import ROOT, Service, Stack, free_port, http_ok
+from .procs import ROOT, Service, Stack, http_ok
 
 COMPOSE = ROOT / "docker-compose.yml"
 
