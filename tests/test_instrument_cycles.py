@@ -20,24 +20,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from openai_latency import OpenAILatencyInstrumentor, legacy_send
 from openai_latency.fake_server import FakeServer
-from openai_latency.instrumentor import _patch_table, _resolve_owner
-from openai_latency.sdk_hooks import Hooks
 from tests import netkit
 from tests.netkit import MESSAGES
 from tests.spans import attrs
+from tests.test_instrumentor import _targets  # every (owner, attribute) instrument() wraps
 
 CYCLES = 100
 THREADS = 4
-
-
-def _targets() -> list[tuple[Any, str]]:
-    hooks = Hooks.__new__(Hooks)  # only to list the table; never called
-    out = []
-    for module, path, _wrapper in _patch_table(hooks):
-        owner = _resolve_owner(module, path)
-        if owner is not None:
-            out.append((owner, path.split(".")[1]))
-    return out
 
 
 def _wrap_depth(owner: Any, name: str) -> int:
