@@ -63,6 +63,25 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
+_ABSENT = object()
+
+
+def read(obj: object, name: str) -> Any:
+    """``getattr(obj, name, None)`` without the cost of a miss on a pydantic model: its
+    ``__getattr__`` builds and raises an AttributeError (~2 µs) for every absent name, and an
+    embeddings response lacks most of what a chat completion has (ten misses a call). A pydantic v2
+    model keeps its declared fields in ``__dict__`` and its extras in ``__pydantic_extra__``."""
+    values = getattr(obj, "__dict__", None)
+    if values is not None:
+        value = values.get(name, _ABSENT)
+        if value is not _ABSENT:
+            return value
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            return extra.get(name)
+    return getattr(obj, name, None)  # pydantic v1 models, properties, stand-ins: the plain lookup
+
+
 def is_given(value: object) -> bool:
     """False for None and the SDK's NOT_GIVEN / Omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
@@ -107,7 +126,8 @@ _BY_CLIENT: weakref.WeakKeyDictionary[object, tuple[object, Attributes]] = weakr
 
 def client_attributes(client: object) -> Attributes:
     """gen_ai.provider.name, server.address and server.port from the SDK client object."""
-    url = getattr(client, "base_url", None)
+    # the attribute behind the SDK's ``base_url`` property (a function call in openai 3)
+    url = getattr(client, "_base_url", None) or getattr(client, "base_url", None)
     try:
         cached = _BY_CLIENT.get(client)
     except TypeError:  # not weak-referenceable (None, a stand-in)
@@ -147,30 +167,30 @@ def provider_name(client_class: str, host: str, port: int | None) -> str:
 def response_attributes(result: object) -> Attributes:
     """Attributes of a parsed response (ChatCompletion, Response, Completion, embeddings)."""
     attributes: Attributes = {}
-    response_id = getattr(result, "id", None)
+    response_id = read(result, "id")
     if isinstance(response_id, str):
         attributes[gen_ai.GEN_AI_RESPONSE_ID] = response_id
-    model = getattr(result, "model", None)
+    model = read(result, "model")
     if isinstance(model, str):
         attributes[sc.GEN_AI_RESPONSE_MODEL] = model
-    reasons = finish_reasons(getattr(result, "choices", None))
-    kind = getattr(result, "object", None)
+    reasons = finish_reasons(read(result, "choices"))
+    kind = read(result, "object")
     if kind == "response":
-        status = getattr(result, "status", None)
+        status = read(result, "status")
         reasons = [status] if isinstance(status, str) else reasons
     elif kind == "list":
-        dimensions = embedding_dimensions(getattr(result, "data", None))
+        dimensions = embedding_dimensions(read(result, "data"))
         if dimensions:
             attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-    fingerprint = getattr(result, "system_fingerprint", None)
+    fingerprint = read(result, "system_fingerprint")
     if isinstance(fingerprint, str):
         attributes[openai_attrs.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = fingerprint
-    tier = getattr(result, "service_tier", None)
+    tier = read(result, "service_tier")
     if isinstance(tier, str):
         attributes[openai_attrs.OPENAI_RESPONSE_SERVICE_TIER] = tier
-    attributes.update(usage_attributes(getattr(result, "usage", None)))
+    attributes.update(usage_attributes(read(result, "usage")))
     return attributes
 
 
@@ -178,7 +198,7 @@ def embedding_dimensions(data: object) -> int | None:
     """Length of the first vector of an embeddings response; the vectors themselves are never read."""
     if not isinstance(data, list) or not data:
         return None
-    vector = getattr(data[0], "embedding", None)
+    vector = read(data[0], "embedding")
     if isinstance(vector, list):
         return len(vector)
     if isinstance(vector, str):  # encoding_format="base64": little-endian float32s
@@ -189,7 +209,7 @@ def embedding_dimensions(data: object) -> int | None:
 def finish_reasons(choices: Any) -> list[str]:
     if not choices or not isinstance(choices, (list, tuple)):  # unvalidated JSON: any shape
         return []
-    reasons = [getattr(choice, "finish_reason", None) for choice in choices]
+    reasons = [read(choice, "finish_reason") for choice in choices]
     return [str(reason) for reason in reasons if reason]
 
 
@@ -203,15 +223,11 @@ def usage_attributes(usage: object) -> Attributes:
         attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     if output_tokens is not None:
         attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    input_details = getattr(usage, "prompt_tokens_details", None) or getattr(
-        usage, "input_tokens_details", None
-    )
+    input_details = read(usage, "prompt_tokens_details") or read(usage, "input_tokens_details")
     cached = _first_int(input_details, "cached_tokens")
     if cached is not None:
         attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
-    output_details = getattr(usage, "completion_tokens_details", None) or getattr(
-        usage, "output_tokens_details", None
-    )
+    output_details = read(usage, "completion_tokens_details") or read(usage, "output_tokens_details")
     reasoning = _first_int(output_details, "reasoning_tokens")
     if reasoning is not None:
         attributes[gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
@@ -222,7 +238,7 @@ def _first_int(obj: object, *names: str) -> int | None:
     if obj is None:
         return None
     for name in names:
-        value = getattr(obj, name, None)
+        value = read(obj, name)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None

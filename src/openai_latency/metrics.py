@@ -72,7 +72,7 @@ def metric_attributes(*sources: Mapping[str, AttributeValue]) -> dict[str, Attri
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class Measurements:
     """What one finished call contributes to the metrics, in seconds and tokens."""
 

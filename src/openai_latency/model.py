@@ -46,7 +46,7 @@ class OperationKind:
     """Key of the chunk observer in :mod:`openai_latency.streams`: chat, responses, completions, any."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamStats:
     """Per-chunk counters, updated in place by the stream wrappers (no allocation per chunk)."""
 

@@ -8,6 +8,7 @@ Hooks feed marks in while the call runs (:mod:`openai_latency.sdk_hooks`, :mod:`
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -68,6 +69,10 @@ class Operation:
         self.stream.last_activity_ns = now
         if streaming:
             self.timeline.streaming = True
+            response = getattr(result, "response", None) or getattr(result, "http_response", None)
+            if response is not None:
+                # Nobody closes a stream that is dropped unread: only the collector notices.
+                weakref.finalize(response, _abandon, self)
             return
         error = None
         try:
@@ -194,3 +199,9 @@ def _emit(tracer: Tracer, parent: Context, span_name: str, phase_name: str, phas
     )
     span.end(end_time=to_epoch_ns(phase.end_ns))
     return span
+
+
+@guarded()
+def _abandon(op: Operation) -> None:
+    """The stream's HTTP response was collected unread and unclosed: the call ends as abandoned."""
+    op.finish(end_ns=op.stream.last_activity_ns or clock(), end_state="abandoned")

@@ -21,7 +21,6 @@ start) or after ``uninstrument()`` (:meth:`Hooks.deactivate`, checked at every w
 from __future__ import annotations
 
 import sys
-import weakref
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -116,7 +115,7 @@ class Hooks:
         finally:
             otel_context.detach(context_token)
             CURRENT.reset(token)
-        self.returned(op, result, stream)
+        op.returned(result, stream)
         return result
 
     async def run_async(self, op: Operation, coro: Awaitable[Any], stream: bool) -> Any:
@@ -130,17 +129,8 @@ class Hooks:
         finally:
             otel_context.detach(context_token)
             CURRENT.reset(token)
-        self.returned(op, result, stream)
-        return result
-
-    @guarded()
-    def returned(self, op: Operation, result: object, stream: bool) -> None:
         op.returned(result, stream)
-        if stream and not op.finished:
-            response = getattr(result, "response", None) or getattr(result, "http_response", None)
-            if response is not None:
-                # Nobody closes a stream that is dropped unread: only the collector notices.
-                weakref.finalize(response, _abandon, op)
+        return result
 
     # Entry checks, cheapest first: inactive (one attribute read), inside an operation already
     # (helpers calling create: one contextvar read), instrumentation suppressed (one context lookup).
@@ -353,7 +343,3 @@ def _close_early(obj: object) -> None:
     if op is not None:
         op.finish(end_ns=clock(), end_state="closed_early")
 
-
-@guarded()
-def _abandon(op: Operation) -> None:
-    op.finish(end_ns=op.stream.last_activity_ns or clock(), end_state="abandoned")

@@ -39,7 +39,7 @@ def to_monotonic_ns(epoch_ns: int) -> int:
     return epoch_ns - EPOCH_OFFSET_NS
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """One HTTP attempt: from send entry to response headers (or failure)."""
 
@@ -127,7 +127,7 @@ class Attempt:
         return not self.new_connection
 
 
-@dataclass
+@dataclass(slots=True)
 class Backoff:
     """The SDK's sleep between two attempts."""
 
@@ -161,7 +161,7 @@ class Backoff:
         self.end_ns = now
 
 
-@dataclass
+@dataclass(slots=True)
 class Phase:
     name: str
     start_ns: int
@@ -186,7 +186,7 @@ PHASE_NAMES = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Timeline:
     start_ns: int
     streaming: bool = False
@@ -323,15 +323,16 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     out: list[Phase] = []
     cursor = attempt.start_ns
 
-    failures = attempt.failures or {}
+    failures = attempt.failures
 
     def add(name: str, until: int, *steps: str) -> None:
         nonlocal cursor
         until = min(max(until, cursor), end)
         phase = Phase(name, cursor, until)
-        failed = next((failures[step] for step in steps if step in failures), None)
-        if failed is not None:  # the step that failed: how far the attempt got
-            phase.attributes[sc.ERROR_TYPE] = failed
+        if failures:  # the step that failed: how far the attempt got
+            failed = next((failures[step] for step in steps if step in failures), None)
+            if failed is not None:
+                phase.attributes[sc.ERROR_TYPE] = failed
         out.append(phase)
         cursor = until
 
