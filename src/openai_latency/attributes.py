@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -63,23 +63,43 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-_ABSENT = object()
+class _Getattr(Mapping[str, Any]):
+    """An object's attributes as a read-only mapping (only ``get`` is used): the plain lookup."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: object) -> None:
+        self._obj = obj
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self._obj, name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return getattr(self._obj, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
-def read(obj: object, name: str) -> Any:
-    """``getattr(obj, name, None)`` without the cost of a miss on a pydantic model: its
-    ``__getattr__`` builds and raises an AttributeError (~2 µs) for every absent name, and an
-    embeddings response lacks most of what a chat completion has (ten misses a call). A pydantic v2
-    model keeps its declared fields in ``__dict__`` and its extras in ``__pydantic_extra__``."""
+def fields(obj: object) -> Mapping[str, Any]:
+    """An SDK object's field values by name, for ``.get(name)`` reads.
+
+    A pydantic v2 model keeps its declared fields in ``__dict__`` and the extra ones in
+    ``__pydantic_extra__``: reading those costs a dict lookup, where ``getattr`` of an absent name
+    goes through the model's ``__getattr__``, which builds and raises an AttributeError (~2 µs; an
+    embeddings response lacks ten of the names a chat completion has). Anything else (pydantic v1
+    models, stand-ins) is read with ``getattr``."""
     values = getattr(obj, "__dict__", None)
-    if values is not None:
-        value = values.get(name, _ABSENT)
-        if value is not _ABSENT:
-            return value
-        extra = getattr(obj, "__pydantic_extra__", None)
-        if isinstance(extra, dict):
-            return extra.get(name)
-    return getattr(obj, name, None)  # pydantic v1 models, properties, stand-ins: the plain lookup
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if values is None or not isinstance(extra, dict):
+        return _Getattr(obj)
+    return {**extra, **values} if extra else values
 
 
 def is_given(value: object) -> bool:
@@ -167,30 +187,35 @@ def provider_name(client_class: str, host: str, port: int | None) -> str:
 def response_attributes(result: object) -> Attributes:
     """Attributes of a parsed response (ChatCompletion, Response, Completion, embeddings)."""
     attributes: Attributes = {}
-    response_id = read(result, "id")
+    if result is None:
+        return attributes
+    f = fields(result)
+    response_id = f.get("id")
     if isinstance(response_id, str):
         attributes[gen_ai.GEN_AI_RESPONSE_ID] = response_id
-    model = read(result, "model")
+    model = f.get("model")
     if isinstance(model, str):
         attributes[sc.GEN_AI_RESPONSE_MODEL] = model
-    reasons = finish_reasons(read(result, "choices"))
-    kind = read(result, "object")
+    reasons = finish_reasons(f.get("choices"))
+    kind = f.get("object")
     if kind == "response":
-        status = read(result, "status")
+        status = f.get("status")
         reasons = [status] if isinstance(status, str) else reasons
     elif kind == "list":
-        dimensions = embedding_dimensions(read(result, "data"))
+        dimensions = embedding_dimensions(f.get("data"))
         if dimensions:
             attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-    fingerprint = read(result, "system_fingerprint")
+    fingerprint = f.get("system_fingerprint")
     if isinstance(fingerprint, str):
         attributes[openai_attrs.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = fingerprint
-    tier = read(result, "service_tier")
+    tier = f.get("service_tier")
     if isinstance(tier, str):
         attributes[openai_attrs.OPENAI_RESPONSE_SERVICE_TIER] = tier
-    attributes.update(usage_attributes(read(result, "usage")))
+    usage = f.get("usage")
+    if usage is not None:
+        attributes.update(usage_attributes(usage))
     return attributes
 
 
@@ -198,7 +223,7 @@ def embedding_dimensions(data: object) -> int | None:
     """Length of the first vector of an embeddings response; the vectors themselves are never read."""
     if not isinstance(data, list) or not data:
         return None
-    vector = read(data[0], "embedding")
+    vector = fields(data[0]).get("embedding")
     if isinstance(vector, list):
         return len(vector)
     if isinstance(vector, str):  # encoding_format="base64": little-endian float32s
@@ -209,7 +234,7 @@ def embedding_dimensions(data: object) -> int | None:
 def finish_reasons(choices: Any) -> list[str]:
     if not choices or not isinstance(choices, (list, tuple)):  # unvalidated JSON: any shape
         return []
-    reasons = [read(choice, "finish_reason") for choice in choices]
+    reasons = [fields(choice).get("finish_reason") for choice in choices]
     return [str(reason) for reason in reasons if reason]
 
 
@@ -217,28 +242,29 @@ def usage_attributes(usage: object) -> Attributes:
     if usage is None:
         return {}
     attributes: Attributes = {}
-    input_tokens = _first_int(usage, "prompt_tokens", "input_tokens")
-    output_tokens = _first_int(usage, "completion_tokens", "output_tokens")
+    f = fields(usage)
+    input_tokens = _first_int(f, "prompt_tokens", "input_tokens")
+    output_tokens = _first_int(f, "completion_tokens", "output_tokens")
     if input_tokens is not None:
         attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     if output_tokens is not None:
         attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    input_details = read(usage, "prompt_tokens_details") or read(usage, "input_tokens_details")
-    cached = _first_int(input_details, "cached_tokens")
-    if cached is not None:
-        attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
-    output_details = read(usage, "completion_tokens_details") or read(usage, "output_tokens_details")
-    reasoning = _first_int(output_details, "reasoning_tokens")
-    if reasoning is not None:
-        attributes[gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
+    input_details = f.get("prompt_tokens_details") or f.get("input_tokens_details")
+    if input_details is not None:
+        cached = _first_int(fields(input_details), "cached_tokens")
+        if cached is not None:
+            attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+    output_details = f.get("completion_tokens_details") or f.get("output_tokens_details")
+    if output_details is not None:
+        reasoning = _first_int(fields(output_details), "reasoning_tokens")
+        if reasoning is not None:
+            attributes[gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
     return attributes
 
 
-def _first_int(obj: object, *names: str) -> int | None:
-    if obj is None:
-        return None
+def _first_int(values: Mapping[str, Any], *names: str) -> int | None:
     for name in names:
-        value = read(obj, name)
+        value = values.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
@@ -248,7 +274,8 @@ def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
     """x-request-id, openai-processing-ms and x-ratelimit-* of the final response, in one pass.
 
     httpx's ``items()`` decodes every header (and detects the encoding); its ``raw`` pairs let us
-    decode only the nine we read. Rate-limit attributes exist only when their header does.
+    parse only the eight we read, numbers straight from bytes. Rate-limit attributes exist only
+    when their header does.
     """
     attributes: Attributes = {}
     if headers is None:
@@ -260,15 +287,14 @@ def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
         else [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     )
     for key, value in pairs:
-        spec = _HEADERS.get(key.lower()) if isinstance(key, bytes) else None
-        if spec is not None and isinstance(value, bytes):
-            parsed = spec[1](value.decode("latin-1"))
+        spec = _HEADERS.get(key.lower())
+        if spec is not None:
+            parsed = spec[1](value)
             if parsed is not None:
                 attributes[spec[0]] = parsed
     return attributes
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_reset_duration(raw: str) -> float | None:
     """``6m0s`` -> 360.0, ``1.5s`` -> 1.5, ``120ms`` -> 0.12, ``2`` -> 2.0 (seconds)."""
     text = raw.strip()
@@ -281,7 +307,13 @@ def parse_reset_duration(raw: str) -> float | None:
     return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
 
 
-def _parse_float(raw: str | None) -> float | None:
+@functools.lru_cache(maxsize=1024)
+def _reset_seconds(raw: bytes) -> float | None:
+    """A reset header's value in seconds; few distinct values repeat (``1s``, ``6m0s``): parsed once."""
+    return parse_reset_duration(raw.decode("latin-1"))
+
+
+def _parse_float(raw: str | bytes | None) -> float | None:
     if raw is None:
         return None
     try:
@@ -290,16 +322,16 @@ def _parse_float(raw: str | None) -> float | None:
         return None
 
 
-def _processing_seconds(raw: str) -> float | None:
+def _processing_seconds(raw: bytes) -> float | None:
     milliseconds = _parse_float(raw)
     return None if milliseconds is None else milliseconds / 1000.0
 
 
-def _text(raw: str) -> str | None:
-    return raw or None
+def _text(raw: bytes) -> str | None:
+    return raw.decode("latin-1") or None
 
 
-def _parse_int(raw: str) -> int | None:
+def _parse_int(raw: bytes) -> int | None:
     try:
         return int(raw)
     except ValueError:
@@ -307,14 +339,14 @@ def _parse_int(raw: str) -> int | None:
 
 
 _RATELIMIT = sc.OPENAI_LATENCY_RATELIMIT_PREFIX
-_HEADERS: dict[bytes, tuple[str, Callable[[str], str | float | None]]] = {
+_HEADERS: dict[bytes, tuple[str, Callable[[bytes], str | float | None]]] = {
     b"x-request-id": (sc.OPENAI_LATENCY_REQUEST_ID, _text),
     b"openai-processing-ms": (sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME, _processing_seconds),
     b"x-ratelimit-limit-requests": (_RATELIMIT + "limit_requests", _parse_int),
     b"x-ratelimit-limit-tokens": (_RATELIMIT + "limit_tokens", _parse_int),
     b"x-ratelimit-remaining-requests": (_RATELIMIT + "remaining_requests", _parse_int),
     b"x-ratelimit-remaining-tokens": (_RATELIMIT + "remaining_tokens", _parse_int),
-    b"x-ratelimit-reset-requests": (_RATELIMIT + "reset_requests", parse_reset_duration),
-    b"x-ratelimit-reset-tokens": (_RATELIMIT + "reset_tokens", parse_reset_duration),
+    b"x-ratelimit-reset-requests": (_RATELIMIT + "reset_requests", _reset_seconds),
+    b"x-ratelimit-reset-tokens": (_RATELIMIT + "reset_tokens", _reset_seconds),
 }
 """Response header (lowercase) -> (attribute, parser returning the value or None)."""

@@ -6,6 +6,7 @@ accepted values, then the default is used: a typo in an env var must never break
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -42,18 +43,25 @@ class Settings:
     capture_content: CaptureContent = "no_content"
     content_max_length: int = 4096
 
-    @property
+    # Read on every call: computed once per Settings (cached_property writes the instance's
+    # __dict__ directly, which a frozen dataclass allows).
+
+    @functools.cached_property
     def http_subphases(self) -> bool:
         """The http.* sub-phases are computed (as attributes in ``phases``, as spans in ``detailed``)."""
         return self.phase_spans != "off"
 
-    @property
+    @functools.cached_property
     def http_subphase_spans(self) -> bool:
         return self.phase_spans == "detailed"
 
-    @property
+    @functools.cached_property
     def any_phase_spans(self) -> bool:
         return self.phase_spans != "off"
+
+    @functools.cached_property
+    def stall_threshold_ns(self) -> int:
+        return int(self.stall_threshold * 1e9)
 
 
 def _choice(allowed: tuple[str, ...]) -> Callable[[str], str]:

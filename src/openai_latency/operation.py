@@ -44,7 +44,7 @@ class Operation:
         self.timeline = Timeline(start_ns=start_ns)  # streaming once the SDK hands out a stream
         self.stream = StreamStats()
         self.result_attributes: Attributes = {}
-        self.stall_threshold_ns = int(telemetry.settings.stall_threshold * 1e9)
+        self.stall_threshold_ns = telemetry.settings.stall_threshold_ns
         self._unfinished = [True]
         self._span_ended = False
         self.usage_injected = False

@@ -36,7 +36,7 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
         if name in totals:
             out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = totals[name] * _NS
     if totals:
-        out[sc.OPENAI_LATENCY_DOMINANT_PHASE] = max(totals, key=lambda name: totals[name])
+        out[sc.OPENAI_LATENCY_DOMINANT_PHASE] = max(totals, key=totals.__getitem__)
     attempts = timeline.attempts
     out[sc.OPENAI_LATENCY_ATTEMPTS] = len(attempts)
     if attempts:
