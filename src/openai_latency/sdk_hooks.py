@@ -342,4 +342,3 @@ def _close_early(obj: object) -> None:
     op = BY_RESPONSE.get(response) if response is not None else None
     if op is not None:
         op.finish(end_ns=clock(), end_state="closed_early")
-
