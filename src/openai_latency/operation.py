@@ -136,7 +136,10 @@ class Operation:
         span = self.span
         span.set_attributes(summary)
         if settings.any_phase_spans:
-            self._emit_phase_spans(phases, settings.http_subphase_spans)
+            try:  # on its own: a failing span processor still leaves the operation span its status
+                self._emit_phase_spans(phases, settings.http_subphase_spans)
+            except Exception:
+                report("Operation._emit_phase_spans")
         self._add_stall_events()
         if error is not None and end_state != "cancelled":
             span.set_status(Status(StatusCode.ERROR, str(error)[:256]))
@@ -150,9 +153,11 @@ class Operation:
         try:
             span.end(end_time=to_epoch_ns(end_ns))
         finally:
-            self._record_metrics(phases, summary)
+            try:
+                self._record_metrics(phases, summary)
+            except Exception:
+                report("Operation._record_metrics")
 
-    @guarded()
     def _record_metrics(self, phases: list[Phase], summary: Attributes) -> None:
         metrics = self.telemetry.metrics
         if metrics is not None:
@@ -160,7 +165,6 @@ class Operation:
             m = measurements(self.timeline, self.stream, phases, summary, self.attributes, phase_metrics)
             metrics.record(m, self.context)
 
-    @guarded()  # on its own: a failing span processor still leaves the operation span its status
     def _emit_phase_spans(self, phases: list[Phase], subphase_spans: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:

@@ -31,7 +31,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_current
 from . import attributes as attrs
 from . import content, http_trace, stream_usage
 from . import semconv as sc
-from ._guard import guarded
+from ._guard import guarded, report
 from .model import Args, Attributes, Kwargs, OperationKind, Telemetry, Wrapped, Wrapper
 from .operation import Operation
 from .registry import BY_RESPONSE, CURRENT
@@ -63,9 +63,15 @@ class Hooks:
 
     # --- operations ---------------------------------------------------------------------------
 
-    @guarded()
-    def start(self, kind: OperationKind, client: object, kwargs: Mapping[str, Any]) -> Operation:
-        return self._open(clock(), kind, client, kwargs)
+    # The per-call hooks below catch their own errors (the rule of :func:`._guard.guarded`, without
+    # the decorator's extra frame on the hot path).
+
+    def start(self, kind: OperationKind, client: object, kwargs: Mapping[str, Any]) -> Operation | None:
+        try:
+            return self._open(clock(), kind, client, kwargs)
+        except Exception:
+            report("Hooks.start")
+            return None
 
     @guarded()
     def start_fallback(self, client: object, options: object, stream: bool) -> Operation:
@@ -199,17 +205,21 @@ class Hooks:
 
     # --- attempts -----------------------------------------------------------------------------
 
-    @guarded()
-    def begin_attempt(self, op: Operation, request: Any, is_async: bool) -> tuple[Attempt, Any]:
+    def begin_attempt(self, op: Operation, request: Any, is_async: bool) -> tuple[Attempt, Any] | None:
         """The attempt, and the context to send it in (its network_wait span's, else the operation's)."""
-        now = clock()
-        attempt = op.timeline.begin_attempt(now, op.start_attempt_span(now))
-        context = op.context if attempt.span is None else trace.set_span_in_context(attempt.span, op.context)
-        if self.settings.propagate:
-            propagate.inject(request.headers, context=context)
-        install = http_trace.install_async if is_async else http_trace.install_sync
-        install(request.extensions, attempt)
-        return attempt, context
+        try:
+            now = clock()
+            attempt = op.timeline.begin_attempt(now, op.start_attempt_span(now))
+            span = attempt.span
+            context = op.context if span is None else trace.set_span_in_context(span, op.context)
+            if self.settings.propagate:
+                propagate.inject(request.headers, context=context)
+            install = http_trace.install_async if is_async else http_trace.install_sync
+            install(request.extensions, attempt)
+            return attempt, context
+        except Exception:
+            report("Hooks.begin_attempt")
+            return None
 
     def send(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         op = CURRENT.get()

@@ -11,7 +11,7 @@ converts them to spans with :func:`to_epoch_ns`. Which hook records which mark: 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +167,8 @@ class Phase:
     start_ns: int
     end_ns: int
     attributes: Attributes = field(default_factory=dict)
-    children: list[Phase] = field(default_factory=list)
+    children: Sequence[Phase] = ()
+    """The http.* sub-phases of a network_wait."""
     span: Span | None = None
     """The span already started for this phase (network_wait), if any."""
 
@@ -290,7 +291,7 @@ def _network_wait(
     return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
 
 
-def subphase_attributes(children: list[Phase]) -> Attributes:
+def subphase_attributes(children: Sequence[Phase]) -> Attributes:
     """A network_wait's http.* sub-phases as its attributes (``phase_spans=phases``): seconds per
     sub-phase (``openai_latency.http.connect``...) and the first one that failed
     (``openai_latency.http.failed``, e.g. ``http.tls``)."""
@@ -328,12 +329,13 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     def add(name: str, until: int, *steps: str) -> None:
         nonlocal cursor
         until = min(max(until, cursor), end)
-        phase = Phase(name, cursor, until)
-        if failures:  # the step that failed: how far the attempt got
-            failed = next((failures[step] for step in steps if step in failures), None)
-            if failed is not None:
-                phase.attributes[sc.ERROR_TYPE] = failed
-        out.append(phase)
+        failed = next((failures[step] for step in steps if step in failures), None) if failures else None
+        # the step that failed: how far the attempt got
+        out.append(
+            Phase(name, cursor, until)
+            if failed is None
+            else Phase(name, cursor, until, {sc.ERROR_TYPE: failed})
+        )
         cursor = until
 
     add("http.pool_wait", attempt.events[0][1])  # httpcore does not trace the pool: entry -> first event
