@@ -6,6 +6,11 @@ of a request: ``connection.connect_tcp.started``, ``connection.start_tls.complet
 A sync transport wants a plain function and an async transport an ``async def``; the wrong kind
 makes the user's call fail, so each client kind gets its own. A callback that is already there
 (the user's) is chained and keeps receiving every event. Ours never raises.
+
+Nothing after the response headers feeds a phase (the body's read is ``response_read`` /
+``first_token``, timed by the SDK hooks), so at ``receive_response_headers.complete`` ours steps
+out of the request's extensions (the user's callback, if any, goes back in): httpcore then skips the
+four body and close events (a callback call and an info dict each) of every request.
 """
 
 from __future__ import annotations
@@ -21,6 +26,17 @@ SyncTrace = Callable[[str, Any], None]
 AsyncTrace = Callable[[str, Any], Awaitable[None]]
 
 _FAILED = ".failed"
+_LAST = "receive_response_headers.complete"
+"""The last event a phase uses."""
+
+
+def _step_out(extensions: MutableMapping[str, Any], ours: object, user: object | None) -> None:
+    """Takes our callback out of the request's extensions (the user's goes back in)."""
+    if extensions.get("trace") is ours:
+        if user is None:
+            del extensions["trace"]
+        else:
+            extensions["trace"] = user
 
 
 def _record_failure(attempt: Attempt, name: str, info: Any) -> None:
@@ -47,6 +63,8 @@ def install_sync(extensions: MutableMapping[str, Any], attempt: Attempt) -> None
                 _record_failure(attempt, event_name, info)
             except Exception:
                 report("http trace event")
+        elif event_name.endswith(_LAST):
+            _step_out(extensions, trace, user)
         if user is not None:
             user(event_name, info)
 
@@ -64,6 +82,8 @@ def install_async(extensions: MutableMapping[str, Any], attempt: Attempt) -> Non
                 _record_failure(attempt, event_name, info)
             except Exception:
                 report("http trace event")
+        elif event_name.endswith(_LAST):
+            _step_out(extensions, trace, user)
         if user is not None:
             await user(event_name, info)
 
