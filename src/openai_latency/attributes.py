@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv._incubating.attributes import openai_attributes as openai_attrs
@@ -63,31 +63,25 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-class _Getattr(Mapping[str, Any]):
-    """An object's attributes as a read-only mapping (only ``get`` is used): the plain lookup."""
+class Fields(Protocol):
+    """What is read of an SDK object's fields: ``get(name)`` (a dict is one)."""
+
+    def get(self, name: str, default: Any = None, /) -> Any: ...
+
+
+class _Getattr:
+    """An object's attributes, read with the plain ``getattr``."""
 
     __slots__ = ("_obj",)
 
     def __init__(self, obj: object) -> None:
         self._obj = obj
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: Any = None, /) -> Any:
         return getattr(self._obj, name, default)
 
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return getattr(self._obj, name)
-        except AttributeError:
-            raise KeyError(name) from None
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-def fields(obj: object) -> Mapping[str, Any]:
+def fields(obj: object) -> Fields:
     """An SDK object's field values by name, for ``.get(name)`` reads.
 
     A pydantic v2 model keeps its declared fields in ``__dict__`` and the extra ones in
@@ -262,7 +256,7 @@ def usage_attributes(usage: object) -> Attributes:
     return attributes
 
 
-def _first_int(values: Mapping[str, Any], *names: str) -> int | None:
+def _first_int(values: Fields, *names: str) -> int | None:
     for name in names:
         value = values.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
