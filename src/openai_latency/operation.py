@@ -21,7 +21,7 @@ from . import semconv as sc
 from ._guard import guarded, report
 from .model import Attributes, OperationKind, StreamStats, Telemetry
 from .summary import call_summary, measurements, stream_summary
-from .timeline import Phase, Timeline, clock, subphase_attributes, to_epoch_ns
+from .timeline import EPOCH_OFFSET_NS, Phase, Timeline, clock, subphase_attributes
 
 if TYPE_CHECKING:
     from .content import ContentCapture
@@ -51,7 +51,7 @@ class Operation:
         """We added ``stream_options.include_usage``: the usage-only chunk is hidden from the caller."""
         self.content: ContentCapture | None = None
         self.span: Span = telemetry.tracer.start_span(
-            span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=to_epoch_ns(start_ns)
+            span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns + EPOCH_OFFSET_NS
         )
         self.context = trace.set_span_in_context(self.span)
 
@@ -61,27 +61,30 @@ class Operation:
 
     # --- while the call runs ----------------------------------------------------------------
 
-    @guarded()
     def returned(self, result: Any, streaming: bool) -> None:
-        """The SDK method returned ``result``; a non-stream call ends here."""
+        """The SDK method returned ``result``; a non-stream call ends here. Never raises (the hot
+        hooks catch their own errors, like :func:`._guard.guarded` without its extra frame)."""
         now = clock()
-        self.timeline.returned_ns = now
-        self.stream.last_activity_ns = now
-        if streaming:
-            self.timeline.streaming = True
-            response = getattr(result, "response", None) or getattr(result, "http_response", None)
-            if response is not None:
-                # Nobody closes a stream that is dropped unread: only the collector notices.
-                weakref.finalize(response, _abandon, self)
-            return
-        error = None
         try:
-            self.result_attributes = attrs.response_attributes(result)
-            if self.content is not None:
-                self.content.result = result
-            error = errors.failed_response_error(result)
-        finally:
-            self.finish(end_ns=now, error=error)
+            self.timeline.returned_ns = now
+            self.stream.last_activity_ns = now
+            if streaming:
+                self.timeline.streaming = True
+                response = getattr(result, "response", None) or getattr(result, "http_response", None)
+                if response is not None:
+                    # Nobody closes a stream that is dropped unread: only the collector notices.
+                    weakref.finalize(response, _abandon, self)
+                return
+            error = None
+            try:
+                self.result_attributes = attrs.response_attributes(result)
+                if self.content is not None:
+                    self.content.result = result
+                error = errors.failed_response_error(result)
+            finally:
+                self.finish(end_ns=now, error=error)
+        except Exception:
+            report("Operation.returned")
 
     @guarded()
     def failed(self, exc: BaseException) -> None:
@@ -93,7 +96,7 @@ class Operation:
         if not self.telemetry.settings.any_phase_spans:
             return None
         return self.telemetry.tracer.start_span(
-            "openai.network_wait", context=self.context, start_time=to_epoch_ns(start_ns)
+            "openai.network_wait", context=self.context, start_time=start_ns + EPOCH_OFFSET_NS
         )
 
     # --- the end ----------------------------------------------------------------------------
@@ -104,18 +107,20 @@ class Operation:
             self._unfinished.pop()
         except IndexError:
             return
-        self._finish(end_ns, error, end_state)
+        try:
+            self._finish(end_ns, error, end_state)
+        except Exception:
+            report("Operation._finish")
         try:
             # attempt spans _finish did not get to (it failed half-way, and reported it)
             for attempt in self.timeline.attempts:
                 if attempt.span is not None and attempt.span.is_recording():
-                    attempt.span.end(end_time=to_epoch_ns(attempt.end_ns or end_ns))
+                    attempt.span.end(end_time=(attempt.end_ns or end_ns) + EPOCH_OFFSET_NS)
             if not self._span_ended:  # _finish failed half-way: still end the operation span
-                self.span.end(end_time=to_epoch_ns(end_ns))
+                self.span.end(end_time=end_ns + EPOCH_OFFSET_NS)
         except Exception:
             report("Operation.finish")
 
-    @guarded()
     def _finish(self, end_ns: int, error: BaseException | None, end_state: str | None) -> None:
         if error is not None and isinstance(error, asyncio.CancelledError):
             end_state = "cancelled"
@@ -126,7 +131,8 @@ class Operation:
             error, end_state = errors.stream_error(self.stream.error_item), "error"
         settings = self.telemetry.settings
         failure = errors.error_attributes(error, mid_stream=end_state == "error") if error is not None else {}
-        timeline.name_final_attempt(failure)
+        if failure:
+            timeline.name_final_attempt(failure)
         phases = timeline.phases(settings.http_subphases)
         summary = dict(self.result_attributes)
         summary.update(call_summary(timeline, phases))
@@ -140,7 +146,9 @@ class Operation:
                 self._emit_phase_spans(phases, settings.http_subphase_spans)
             except Exception:
                 report("Operation._emit_phase_spans")
-        self._add_stall_events()
+        stalls = self.stream.stalls
+        if stalls:
+            self._add_stall_events(stalls)
         if error is not None and end_state != "cancelled":
             span.set_status(Status(StatusCode.ERROR, str(error)[:256]))
             span.record_exception(error)
@@ -151,7 +159,7 @@ class Operation:
         # Marked before end(): a span processor that raises in on_end must not get a second end().
         self._span_ended = True
         try:
-            span.end(end_time=to_epoch_ns(end_ns))
+            span.end(end_time=end_ns + EPOCH_OFFSET_NS)
         finally:
             try:
                 self._record_metrics(phases, summary)
@@ -174,7 +182,7 @@ class Operation:
                 if phase.children and not subphase_spans:
                     attributes.update(subphase_attributes(phase.children))
                 span.set_attributes(attributes)
-                span.end(end_time=to_epoch_ns(phase.end_ns))
+                span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
             else:
                 span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
             if subphase_spans and phase.children:
@@ -182,15 +190,12 @@ class Operation:
                 for child in phase.children:
                     _emit(tracer, parent, child.name, child.name.split(".", 1)[1], child)
 
-    def _add_stall_events(self) -> None:
-        stalls = self.stream.stalls
-        if not stalls:
-            return
+    def _add_stall_events(self, stalls: list[tuple[int, int, int]]) -> None:
         for index, gap_ns, at_ns in stalls:
             self.span.add_event(
                 sc.OPENAI_LATENCY_STREAM_STALL,
                 {sc.OPENAI_LATENCY_STALL_GAP: gap_ns * _NS, sc.OPENAI_LATENCY_STALL_CHUNK_INDEX: index},
-                timestamp=to_epoch_ns(at_ns),
+                timestamp=at_ns + EPOCH_OFFSET_NS,
             )
 
 
@@ -199,9 +204,9 @@ def _emit(tracer: Tracer, parent: Context, span_name: str, phase_name: str, phas
         span_name,
         context=parent,
         attributes={sc.OPENAI_LATENCY_PHASE: phase_name, **phase.attributes},
-        start_time=to_epoch_ns(phase.start_ns),
+        start_time=phase.start_ns + EPOCH_OFFSET_NS,
     )
-    span.end(end_time=to_epoch_ns(phase.end_ns))
+    span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
     return span
 
 

@@ -206,14 +206,15 @@ class Hooks:
     # --- attempts -----------------------------------------------------------------------------
 
     def begin_attempt(self, op: Operation, request: Any, is_async: bool) -> tuple[Attempt, Any] | None:
-        """The attempt, and the context to send it in (its network_wait span's, else the operation's)."""
+        """The attempt, and the context to send it in: its network_wait span's, or None to stay in
+        the operation's (already current: the send runs inside :meth:`run_sync` / :meth:`run_async`)."""
         try:
             now = clock()
             attempt = op.timeline.begin_attempt(now, op.start_attempt_span(now))
             span = attempt.span
-            context = op.context if span is None else trace.set_span_in_context(span, op.context)
+            context = None if span is None else trace.set_span_in_context(span, op.context)
             if self.settings.propagate:
-                propagate.inject(request.headers, context=context)
+                propagate.inject(request.headers, context=op.context if context is None else context)
             install = http_trace.install_async if is_async else http_trace.install_sync
             install(request.extensions, attempt)
             return attempt, context
@@ -229,14 +230,15 @@ class Hooks:
         if begun is None:
             return wrapped(*args, **kwargs)
         attempt, context = begun
-        token = otel_context.attach(context)
+        token = None if context is None else otel_context.attach(context)
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
             attempt.record_error(exc, clock())
             raise
         finally:
-            otel_context.detach(token)
+            if token is not None:
+                otel_context.detach(token)
         attempt.record_response(response, clock())
         if kwargs.get("stream") is True:
             _register_stream(response, op)
@@ -253,14 +255,15 @@ class Hooks:
         if begun is None:
             return await wrapped(*args, **kwargs)
         attempt, context = begun
-        token = otel_context.attach(context)
+        token = None if context is None else otel_context.attach(context)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
             attempt.record_error(exc, clock())
             raise
         finally:
-            otel_context.detach(token)
+            if token is not None:
+                otel_context.detach(token)
         attempt.record_response(response, clock())
         if kwargs.get("stream") is True:
             _register_stream(response, op)

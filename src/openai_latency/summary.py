@@ -31,7 +31,7 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
     out: Attributes = {}
     totals: dict[str, int] = {}
     for phase in phases:
-        totals[phase.name] = totals.get(phase.name, 0) + phase.duration_ns
+        totals[phase.name] = totals.get(phase.name, 0) + max(0, phase.end_ns - phase.start_ns)
     for name in PHASE_NAMES:
         if name in totals:
             out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = totals[name] * _NS

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import semconv as sc
-from ._guard import guarded
+from ._guard import guarded, report
 from .errors import qualified_name, response_error_code
 from .model import Attributes
 
@@ -64,20 +64,24 @@ class Attempt:
     """Its ``openai.network_wait`` span, started with the attempt so that spans made during the send
     (an HTTP client instrumentation's, a server's through ``traceparent``) nest under it."""
     _times: dict[str, int] | None = field(default=None, repr=False)
+    _server_wait_ns: int | None = field(default=None, repr=False)
 
-    @guarded()
     def record_response(self, response: Any, now: int) -> None:
         """The send returned the SDK's HTTP ``response`` at ``now``: its status, protocol version,
-        headers, and for an error status the provider's code (else the status) as error.type."""
-        self.settle(now)
-        status = self.status_code = response.status_code
-        if not self.headers_ns:
-            self.headers_ns = now
-        version = getattr(response, "http_version", "")
-        self.http_version = version.split("/", 1)[1] if "/" in version else version or None
-        self.response_headers = response.headers
-        if status >= 400:
-            self.error_type = response_error_code(response) or str(status)
+        headers, and for an error status the provider's code (else the status) as error.type.
+        Never raises (a hot hook: :func:`._guard.guarded`'s rule without its extra frame)."""
+        try:
+            self.settle(now)
+            status = self.status_code = response.status_code
+            if not self.headers_ns:
+                self.headers_ns = now
+            version = getattr(response, "http_version", "")
+            self.http_version = version.split("/", 1)[1] if "/" in version else version or None
+            self.response_headers = response.headers
+            if status >= 400:
+                self.error_type = response_error_code(response) or str(status)
+        except Exception:
+            report("Attempt.record_response")
 
     @guarded()
     def record_error(self, exc: BaseException, now: int) -> None:
@@ -93,12 +97,13 @@ class Attempt:
 
     def settle(self, now: int) -> None:
         """The attempt's send returned (or raised) at ``now``: its headers time (the trace event, else
-        ``now``) and whether it opened a connection, from the trace events received so far (every
-        event that the sub-phases use comes before the send returns)."""
+        ``now``), whether it opened a connection and its server wait, from the trace events received
+        so far (every event that the sub-phases use comes before the send returns)."""
         self.end_ns = now
         times = self._times = self._first_times()
         self.new_connection = "connect_tcp.started" in times
         self.headers_ns = times.get("receive_response_headers.complete", 0)
+        self._server_wait_ns = _server_wait(times)
 
     def event_times(self) -> dict[str, int]:
         """First time of each event, keyed without the ``http11.``/``http2.``/``connection.`` prefix."""
@@ -113,10 +118,9 @@ class Attempt:
     @property
     def server_wait_ns(self) -> int | None:
         """Request body sent -> response headers (http.server_wait), None without both trace events."""
-        times = self.event_times()
-        sent = _request_sent(times)
-        headers = times.get("receive_response_headers.complete")
-        return headers - sent if sent and headers else None
+        if self._times is None:  # still in flight (the call was cancelled or abandoned meanwhile)
+            return _server_wait(self._first_times())
+        return self._server_wait_ns
 
     @property
     def connection_reused(self) -> bool | None:
@@ -297,7 +301,7 @@ def subphase_attributes(children: Sequence[Phase]) -> Attributes:
     (``openai_latency.http.failed``, e.g. ``http.tls``)."""
     out: Attributes = {}
     for child in children:
-        out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = child.duration_ns * 1e-9
+        out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = max(0, child.end_ns - child.start_ns) * 1e-9
         if sc.ERROR_TYPE in child.attributes and sc.OPENAI_LATENCY_HTTP_FAILED not in out:
             out[sc.OPENAI_LATENCY_HTTP_FAILED] = child.name
     return out
@@ -352,6 +356,12 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
         headers = ev("receive_response_headers.complete", 0) or end
         add("http.server_wait", headers, "receive_response_headers")
     return out
+
+
+def _server_wait(times: dict[str, int]) -> int | None:
+    sent = _request_sent(times)
+    headers = times.get("receive_response_headers.complete")
+    return headers - sent if sent and headers else None
 
 
 def _request_sent(times: dict[str, int]) -> int:
