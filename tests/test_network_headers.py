@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from openai_latency.attributes import header_attributes
 from openai_latency.fake_server import SpawnedServer
 from tests import netkit
 from tests.netkit import MESSAGES, attr, network_waits, sub_phases
@@ -69,3 +70,30 @@ def test_headers_of_the_final_attempt(
     record = timing_server.record(attr(op, "openai_latency.request_id"))
     assert record.attempt == 1 and record.status == 200
     assert attr(op, "openai_latency.server.processing_time") == pytest.approx(0.007)
+
+
+@pytest.mark.parametrize("module", ["httpx", "httpx2"])
+def test_header_table_reads_httpx_headers_and_plain_mappings_alike(module: str) -> None:
+    """The fast path (httpx's own lowercase header list) and the ``items()`` path give the same
+    attributes; header names are case-insensitive; a value that does not parse gives no attribute.
+    (Each SDK generation has one of the two HTTP clients: the other is skipped.)"""
+    httpx = pytest.importorskip(module)
+    sent = {
+        "X-Request-ID": "req_1",
+        "OpenAI-Processing-Ms": "250",
+        "x-ratelimit-limit-requests": "500",
+        "X-RateLimit-Remaining-Tokens": "not-a-number",
+        "x-ratelimit-reset-tokens": "1m30s",
+        "x-ratelimit-reset-requests": "soon",
+        "x-request-id-extra": "ignored",
+    }
+    expected = {
+        "openai_latency.request_id": "req_1",
+        "openai_latency.server.processing_time": 0.25,
+        "openai_latency.ratelimit.limit_requests": 500,
+        "openai_latency.ratelimit.reset_tokens": 90.0,
+    }
+    assert header_attributes(httpx.Headers(sent)) == expected
+    assert header_attributes(sent) == expected
+    assert header_attributes({"x-request-id": ""}) == {}
+    assert header_attributes(None) == {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -267,26 +267,46 @@ def _first_int(values: Fields, *names: str) -> int | None:
 def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
     """x-request-id, openai-processing-ms and x-ratelimit-* of the final response, in one pass.
 
-    httpx's ``items()`` decodes every header (and detects the encoding); its ``raw`` pairs let us
-    parse only the eight we read, numbers straight from bytes. Rate-limit attributes exist only
-    when their header does.
+    httpx (and httpx2) keep each header as (raw key, lowercase key, value) bytes: reading those skips
+    the decoding (and encoding detection) of ``items()``, and only the eight headers we read are
+    parsed, numbers straight from bytes, with no function call per header. Anything else that maps
+    names to values is read through ``items()``. Rate-limit attributes exist only when their header
+    does.
     """
     attributes: Attributes = {}
     if headers is None:
         return attributes
-    raw = getattr(headers, "raw", None)
-    pairs = (
-        raw
-        if isinstance(raw, list)
-        else [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    )
-    for key, value in pairs:
-        spec = _HEADERS.get(key.lower())
-        if spec is not None:
-            parsed = spec[1](value)
-            if parsed is not None:
-                attributes[spec[0]] = parsed
+    for _, key, value in _header_triples(headers):
+        spec = _HEADERS.get(key)
+        if spec is None:
+            continue
+        name, kind = spec
+        if kind is _TEXT:
+            if value:
+                attributes[name] = value.decode("latin-1")
+        elif kind is _RESET:
+            seconds = _reset_seconds(value)
+            if seconds is not None:
+                attributes[name] = seconds
+        else:
+            try:
+                attributes[name] = int(value) if kind is _INT else float(value) / 1000.0
+            except ValueError:  # not a number: no attribute
+                continue
     return attributes
+
+
+def _header_triples(headers: Mapping[str, str]) -> list[tuple[bytes, bytes, bytes]]:
+    triples = getattr(headers, "_list", None)
+    if isinstance(triples, list) and (not triples or _is_triple(triples[0])):
+        return triples
+    return [
+        (k.encode("latin-1"), k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+    ]
+
+
+def _is_triple(item: object) -> bool:
+    return isinstance(item, tuple) and len(item) == 3 and isinstance(item[1], bytes)
 
 
 def parse_reset_duration(raw: str) -> float | None:
@@ -307,40 +327,24 @@ def _reset_seconds(raw: bytes) -> float | None:
     return parse_reset_duration(raw.decode("latin-1"))
 
 
-def _parse_float(raw: str | bytes | None) -> float | None:
-    if raw is None:
-        return None
+def _parse_float(raw: str) -> float | None:
     try:
         return float(raw)
     except ValueError:
         return None
 
 
-def _processing_seconds(raw: bytes) -> float | None:
-    milliseconds = _parse_float(raw)
-    return None if milliseconds is None else milliseconds / 1000.0
-
-
-def _text(raw: bytes) -> str | None:
-    return raw.decode("latin-1") or None
-
-
-def _parse_int(raw: bytes) -> int | None:
-    try:
-        return int(raw)
-    except ValueError:
-        return None
-
-
 _RATELIMIT = sc.OPENAI_LATENCY_RATELIMIT_PREFIX
-_HEADERS: dict[bytes, tuple[str, Callable[[bytes], str | float | None]]] = {
-    b"x-request-id": (sc.OPENAI_LATENCY_REQUEST_ID, _text),
-    b"openai-processing-ms": (sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME, _processing_seconds),
-    b"x-ratelimit-limit-requests": (_RATELIMIT + "limit_requests", _parse_int),
-    b"x-ratelimit-limit-tokens": (_RATELIMIT + "limit_tokens", _parse_int),
-    b"x-ratelimit-remaining-requests": (_RATELIMIT + "remaining_requests", _parse_int),
-    b"x-ratelimit-remaining-tokens": (_RATELIMIT + "remaining_tokens", _parse_int),
-    b"x-ratelimit-reset-requests": (_RATELIMIT + "reset_requests", _reset_seconds),
-    b"x-ratelimit-reset-tokens": (_RATELIMIT + "reset_tokens", _reset_seconds),
+_TEXT, _MILLISECONDS, _INT, _RESET = "text", "milliseconds", "int", "reset"
+_HEADERS: dict[bytes, tuple[str, str]] = {
+    b"x-request-id": (sc.OPENAI_LATENCY_REQUEST_ID, _TEXT),
+    b"openai-processing-ms": (sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME, _MILLISECONDS),
+    b"x-ratelimit-limit-requests": (_RATELIMIT + "limit_requests", _INT),
+    b"x-ratelimit-limit-tokens": (_RATELIMIT + "limit_tokens", _INT),
+    b"x-ratelimit-remaining-requests": (_RATELIMIT + "remaining_requests", _INT),
+    b"x-ratelimit-remaining-tokens": (_RATELIMIT + "remaining_tokens", _INT),
+    b"x-ratelimit-reset-requests": (_RATELIMIT + "reset_requests", _RESET),
+    b"x-ratelimit-reset-tokens": (_RATELIMIT + "reset_tokens", _RESET),
 }
-"""Response header (lowercase) -> (attribute, parser returning the value or None)."""
+"""Response header (lowercase) -> (attribute, how its value reads: text, milliseconds (as seconds),
+int, reset duration (as seconds))."""

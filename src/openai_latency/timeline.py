@@ -325,37 +325,35 @@ def _http_subphases(attempt: Attempt, end: int) -> list[Phase]:
     """
     times = attempt.event_times()
     ev = times.get
-    out: list[Phase] = []
-    cursor = attempt.start_ns
-
-    failures = attempt.failures
-
-    def add(name: str, until: int, *steps: str) -> None:
-        nonlocal cursor
-        until = min(max(until, cursor), end)
-        failed = next((failures[step] for step in steps if step in failures), None) if failures else None
-        # the step that failed: how far the attempt got
-        out.append(
-            Phase(name, cursor, until)
-            if failed is None
-            else Phase(name, cursor, until, {sc.ERROR_TYPE: failed})
-        )
-        cursor = until
-
-    add("http.pool_wait", attempt.events[0][1])  # httpcore does not trace the pool: entry -> first event
+    # (sub-phase, when it ended, the httpcore steps whose failure it names), in order
+    # httpcore does not trace the pool: pool_wait is entry -> first event
+    steps: list[tuple[str, int, tuple[str, ...]]] = [("http.pool_wait", attempt.events[0][1], ())]
     if ev("connect_tcp.started", 0):
         if attempt.dns is not None:
-            add("http.dns", attempt.dns[1])
+            steps.append(("http.dns", attempt.dns[1], ()))
         connected = ev("connect_tcp.complete", 0) or ev("connect_tcp.failed", 0) or end
-        add("http.connect", connected, "connect_tcp")
+        steps.append(("http.connect", connected, ("connect_tcp",)))
     if ev("start_tls.started", 0):
-        add("http.tls", ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end, "start_tls")
+        tls_done = ev("start_tls.complete", 0) or ev("start_tls.failed", 0) or end
+        steps.append(("http.tls", tls_done, ("start_tls",)))
     if ev("send_connection_init.started", 0) or ev("send_request_headers.started", 0):
         sent = _request_sent(times) or end
-        add("http.send", sent, "send_connection_init", "send_request_headers", "send_request_body")
+        steps.append(("http.send", sent, _SEND_STEPS))
         headers = ev("receive_response_headers.complete", 0) or end
-        add("http.server_wait", headers, "receive_response_headers")
+        steps.append(("http.server_wait", headers, ("receive_response_headers",)))
+    failures = attempt.failures
+    out: list[Phase] = []
+    cursor = attempt.start_ns
+    for name, until, names in steps:
+        until = min(max(until, cursor), end)
+        # the step that failed: how far the attempt got
+        failed = next((failures[step] for step in names if step in failures), None) if failures else None
+        out.append(Phase(name, cursor, until, {} if failed is None else {sc.ERROR_TYPE: failed}))
+        cursor = until
     return out
+
+
+_SEND_STEPS = ("send_connection_init", "send_request_headers", "send_request_body")
 
 
 def _server_wait(times: dict[str, int]) -> int | None:
