@@ -118,3 +118,99 @@ def test_installed_wheel_runs(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(10)
+
+
+OLDEST_APP = """
+import json
+import openai
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.fake_server import SpawnedServer
+
+exporter = InMemorySpanExporter()
+tracer_provider = TracerProvider()
+tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+reader = InMemoryMetricReader()
+OpenAILatencyInstrumentor().instrument(
+    tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
+)
+server = SpawnedServer()
+try:
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    messages = [{"role": "user", "content": "hi"}]
+    client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    for _ in client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True):
+        pass
+    client.embeddings.create(model="text-embedding-3-small", input="hi")
+finally:
+    server.stop()
+data = reader.get_metrics_data()
+print(json.dumps({
+    "spans": [
+        {"name": s.name, "parent": s.parent.span_id if s.parent else None, "id": s.context.span_id,
+         "attributes": dict(s.attributes)}
+        for s in exporter.get_finished_spans()
+    ],
+    "metrics": sorted(
+        {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    ),
+}, default=list))
+"""
+
+
+def _floors(wheel: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The ``>=`` floor of each named requirement of the wheel itself (not of an extra)."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA")))
+    floors = {}
+    for line in metadata.decode().splitlines():
+        found = re.fullmatch(r"Requires-Dist: ([A-Za-z0-9_.-]+)>=([^,;\s]+)", line.strip())
+        if found and found.group(1) in names:
+            floors[found.group(1)] = found.group(2)
+    assert set(floors) == set(names), floors
+    return floors
+
+
+def test_installed_wheel_works_at_its_oldest_declared_opentelemetry(tmp_path: Path) -> None:
+    """Every requirement of the package at the floor it declares (the OTel SDK at the API's): a chat
+    call, a stream and an embeddings call record their full telemetry, with no internal error. A
+    floor below what the code imports (a semantic-conventions constant it does not have yet) fails
+    here: every call would lose its telemetry to a logged AttributeError."""
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    python = str(venv / "bin" / "python")
+    wheel = _one("*.whl")
+    names = (
+        "opentelemetry-api",
+        "opentelemetry-instrumentation",
+        "opentelemetry-semantic-conventions",
+        "wrapt",
+    )
+    floors = _floors(wheel, names)
+    pins = [f"{name}=={version}" for name, version in floors.items()]
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel), *pins,
+          f"opentelemetry-sdk=={floors['opentelemetry-api']}", "openai>=1.76,<4"])  # fmt: skip
+    app = tmp_path / "app.py"
+    app.write_text(OLDEST_APP)
+    done = _run([python, str(app)], cwd=tmp_path)
+    assert "internal error" not in done.stderr, done.stderr[-3000:]
+    recorded = json.loads(done.stdout)
+    operations = [s for s in recorded["spans"] if s["parent"] is None]
+    names_seen = [s["name"] for s in operations]
+    assert names_seen == ["chat gpt-4o-mini", "chat gpt-4o-mini", "embeddings text-embedding-3-small"]
+    for operation in operations:
+        phases = {s["name"] for s in recorded["spans"] if s["parent"] == operation["id"]}
+        assert {"openai.request_build", "openai.network_wait"} <= phases, phases
+        attributes = operation["attributes"]
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert "openai_latency.dominant_phase" in attributes
+    chat, stream, embeddings = (o["attributes"] for o in operations)
+    assert chat["gen_ai.usage.input_tokens"] > 0 and embeddings["gen_ai.usage.input_tokens"] > 0
+    assert chat["gen_ai.request.stream"] is False and stream["gen_ai.request.stream"] is True
+    assert chat["openai.api.type"] == "chat_completions" and "gen_ai.usage.reasoning.output_tokens" in chat
+    assert stream["openai_latency.stream.chunks"] > 1 and stream["openai_latency.usage.estimated"] is True
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} <= set(recorded["metrics"])
