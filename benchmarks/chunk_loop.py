@@ -2,8 +2,9 @@
 
 The budget (docs/ARCHITECTURE.md) allows 1.5 µs per chunk: a clock read, a type check, a few number
 updates. This feeds one real ``ChatCompletionChunk`` (with content) through a plain generator, bare
-and wrapped, and reports the difference per chunk. No HTTP and no SSE parsing, so nothing but our loop is measured
-(the end-of-stream work, spans and metric points, is per stream: see instructions.py).
+and wrapped, and reports the difference per chunk. No HTTP and no SSE parsing, so nothing but our
+loop is measured (the end-of-stream work, spans and metric points, is per stream: see
+instructions.py).
 
     python benchmarks/chunk_loop.py [--chunks 200000] [--repeat 5]
 """
