@@ -31,6 +31,7 @@ def _operation(captured: Captured) -> dict[str, Any]:
     assert a["gen_ai.provider.name"] == "openai"
     assert a["http.response.status_code"] == 200
     assert "gen_ai.usage.output_tokens" not in a
+    assert "gen_ai.request.stream" not in a  # an embeddings call cannot stream
     return a
 
 

@@ -108,7 +108,8 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
     model = kwargs.get("model")
     if is_given(model):
         attributes[sc.GEN_AI_REQUEST_MODEL] = str(model)
-    attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
+    if operation != "embeddings":  # an embeddings call cannot stream: nothing to say
+        attributes[gen_ai.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
     # One pass over what the caller passed (a few keys), not over every parameter we know.
     for name in kwargs.keys() & _OPTIONAL_PARAMS:
         value = kwargs[name]
