@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 import openai_latency
-from openai_latency import OpenAILatencyInstrumentor, _guard, registry
+from openai_latency import OpenAILatencyInstrumentor, _guard, deferred, registry
 from openai_latency.attributes import provider_name
 from openai_latency.fake_server import FakeServer
 from openai_latency.operation import Operation
@@ -201,6 +201,7 @@ def collect(h: Harness) -> None:
     for _ in range(2):
         gc.collect()
         h.run(_settle())
+    assert deferred.flush(timeout=10)  # the ends those collections handed to the worker thread
 
 
 def abandoned(h: Harness, count: int) -> None:

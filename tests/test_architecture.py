@@ -198,7 +198,7 @@ LAYERS = (
     ("model",),
     ("attributes", "errors", "routing"),
     ("timeline", "stream_usage"),
-    ("summary", "content", "http_trace"),
+    ("summary", "content", "http_trace", "deferred"),
     ("operation",),
     ("registry", "streams"),
     ("sdk_hooks", "dns"),

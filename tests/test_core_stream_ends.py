@@ -12,6 +12,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
+from openai_latency import deferred
 from openai_latency.errors import qualified_name
 from tests.spans import Captured, attrs
 
@@ -34,6 +35,7 @@ def _create(client: openai.OpenAI, **script: str) -> openai.Stream[Any]:
 
 def _ended(captured: Captured, end_state: str, error: bool = False) -> dict[str, Any]:
     gc.collect()
+    assert deferred.flush(timeout=10)  # a collected stream is ended on deferred's worker thread
     op = captured.operation()  # exactly one operation span, ended
     a = attrs(op)
     assert a["openai_latency.stream.end_state"] == end_state

@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from openai_latency import OpenAILatencyInstrumentor, legacy_send
+from openai_latency import OpenAILatencyInstrumentor, deferred, legacy_send
 from openai_latency.fake_server import FakeServer
 from tests import netkit
 from tests.netkit import MESSAGES
@@ -86,7 +86,7 @@ def test_cycles_with_calls_in_flight_on_other_threads(
     instrumentor = OpenAILatencyInstrumentor()
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     client = netkit.client(server.base_url, max_retries=0)
-    windows: list[tuple[bool, int, int]] = []  # (instrumented, from, to): the state between switches
+    windows: list[tuple[bool | None, int, int]] = []  # (instrumented, from, to); None: switching
     calls: list[tuple[str, int, int]] = []  # (request id, started, ended)
     failures: list[BaseException] = []
     stop = threading.Event()
@@ -134,9 +134,11 @@ def test_cycles_with_calls_in_flight_on_other_threads(
     try:
         mark = time.perf_counter_ns()
         for cycle in range(CYCLES):
+            before = time.perf_counter_ns()
+            windows.append((False, mark, before))  # uninstrumented until instrument() starts
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
             now = time.perf_counter_ns()
-            windows.append((False, mark, now))  # until instrument() returned: not (fully) instrumented
+            windows.append((None, before, now))  # switching: partly wrapped
             time.sleep(0.004)
             if cycle % 25 == 0:
                 hold_until_a_call_fits(now)
@@ -144,7 +146,7 @@ def test_cycles_with_calls_in_flight_on_other_threads(
             windows.append((True, now, mark))
             instrumentor.uninstrument()
             mark_after = time.perf_counter_ns()
-            windows.append((None, mark, mark_after))  # type: ignore[arg-type]  # switching
+            windows.append((None, mark, mark_after))  # switching
             time.sleep(0.004)
             if cycle % 25 == 0:
                 hold_until_a_call_fits(mark_after)
@@ -159,8 +161,9 @@ def test_cycles_with_calls_in_flight_on_other_threads(
         raise failures[0]
     # A stream created while instrumented whose generator was made after uninstrument() is not timed;
     # its operation ends when the response is collected (``abandoned``): collect now, so that those
-    # spans are counted here and do not end during a later test.
+    # spans are counted here and do not end during a later test (they end on deferred's thread).
     gc.collect()
+    assert deferred.flush(timeout=10)
     ops: dict[str, int] = {}
     unattributed = 0
     for span in span_exporter.get_finished_spans():

@@ -8,7 +8,6 @@ Hooks feed marks in while the call runs (:mod:`openai_latency.sdk_hooks`, :mod:`
 from __future__ import annotations
 
 import asyncio
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -16,7 +15,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as attrs
-from . import errors
+from . import deferred, errors
 from . import semconv as sc
 from ._guard import guarded, report
 from .model import Attributes, OperationKind, StreamStats, Telemetry
@@ -72,8 +71,7 @@ class Operation:
                 self.timeline.streaming = True
                 response = getattr(result, "response", None) or getattr(result, "http_response", None)
                 if response is not None:
-                    # Nobody closes a stream that is dropped unread: only the collector notices.
-                    weakref.finalize(response, _abandon, self)
+                    deferred.watch(response, self)
                 return
             error = None
             try:
@@ -208,9 +206,3 @@ def _emit(tracer: Tracer, parent: Context, span_name: str, phase_name: str, phas
     )
     span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
     return span
-
-
-@guarded()
-def _abandon(op: Operation) -> None:
-    """The stream's HTTP response was collected unread and unclosed: the call ends as abandoned."""
-    op.finish(end_ns=op.stream.last_activity_ns or clock(), end_state="abandoned")

@@ -18,6 +18,7 @@ from array import array
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import deferred
 from ._guard import report
 from .attributes import response_attributes
 from .model import Observer, StreamStats
@@ -186,7 +187,8 @@ def _finish(op: Operation, exc: BaseException | None) -> None:
             op.finish(end_ns=clock(), end_state="completed")
         elif isinstance(exc, GeneratorExit):
             # Collected or closed without Stream.close(): the caller walked away after its last chunk.
-            op.finish(end_ns=op.stream.last_activity_ns, end_state="abandoned")
+            # This runs in the generator's finalizer, possibly inside the collector: hand it over.
+            deferred.abandon(op)
         else:
             op.finish(end_ns=clock(), error=exc, end_state=_end_state(exc))
     except Exception:
