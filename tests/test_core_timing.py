@@ -252,8 +252,12 @@ def _late_iteration(captured: Captured, client: openai.OpenAI) -> None:
     first_token = next(p for p in captured.phases(op) if p.name == "openai.first_token")
     assert duration_ns(first_token) >= 150 * MS  # wall clock: the span still covers the wait
     assert a["openai_latency.stream.consumer_time"] >= 0.150
-    assert 0.050 <= a["openai_latency.time_to_first_token"] < 0.120, a  # but the caller's time is not TTFT
-    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120, a  # nor time to first chunk
+    # The first token was already waiting when the caller came back: it arrived at some time in those
+    # 150 ms, which no clock of ours saw. Neither the caller's time as TTFT, nor a guess below the truth:
+    # unset, and the span says why (issue 26, item 6).
+    assert "openai_latency.time_to_first_token" not in a, a
+    assert a["openai_latency.stream.first_token_waiting"] is True
+    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120, a  # time to first chunk as before
 
 
 def test_caller_work_that_overlaps_the_servers_is_not_taken_off_ttft(

@@ -30,10 +30,14 @@ INSTRUMENTS: dict[str, tuple[str, list[float] | None]] = {
     "gen_ai.client.operation.time_to_first_chunk": ("s", SEMCONV_DURATION),
     "gen_ai.client.operation.time_per_output_chunk": ("s", SEMCONV_DURATION),
     "openai_latency.time_to_first_token": ("s", SERVER_TTFT),
+    "openai_latency.time_to_first_answer_token": ("s", SERVER_TTFT),
+    "openai_latency.reasoning.duration": ("s", SEMCONV_DURATION),
     "openai_latency.time_per_output_token": ("s", SERVER_TPOT),
     "openai_latency.phase.duration": ("s", None),
     "openai_latency.retries": ("{retry}", None),
 }
+NOT_RECORDED = {"openai_latency.retries", "openai_latency.reasoning.duration"}
+"""What a plain stream and a plain call without a retry record no point in: no retry, no thinking."""
 LOW_CARDINALITY = {
     "gen_ai.operation.name",
     "gen_ai.provider.name",
@@ -97,6 +101,8 @@ LINKED = {
     "gen_ai.client.operation.duration",
     "gen_ai.client.operation.time_to_first_chunk",
     "openai_latency.time_to_first_token",
+    "openai_latency.time_to_first_answer_token",
+    "openai_latency.reasoning.duration",
     "openai_latency.time_per_output_token",
     "openai_latency.phase.duration",
 }
@@ -130,7 +136,7 @@ def test_every_instrument_after_a_stream_and_a_non_stream_call(
     metrics = cap.metrics()
 
     # units and bucket boundaries
-    assert set(metrics) == set(INSTRUMENTS) - {"openai_latency.retries"}  # no retry happened
+    assert set(metrics) == set(INSTRUMENTS) - NOT_RECORDED  # no retry happened, nothing was reasoned
     for name, metric in metrics.items():
         unit, buckets = INSTRUMENTS[name]
         assert metric.unit == unit, name
@@ -193,7 +199,9 @@ def test_every_instrument_after_a_stream_and_a_non_stream_call(
     observed = s["openai_latency.stream.chunks"] - 1 - s["openai_latency.stream.buffered_chunks"]
     assert point.count == min(observed, MAX_GAP_POINTS)
     assert point.count >= 5  # 15 ms between content chunks: each next() blocked
-    assert point.max <= s["openai_latency.stream.max_gap"] + EPS
+    # semconv: a point per chunk after the first, so the role-only chunk -> first token wait is one;
+    # stream.max_gap is the pace between tokens only (issue 25): the first token's wait is first_token's
+    assert point.max <= max(s["openai_latency.stream.max_gap"], s["openai_latency.phase.first_token"]) + EPS
     assert point.sum <= s["openai_latency.stream.wait_time"] + s["openai_latency.stream.consumer_time"] + EPS
 
     # phase.duration: one point per phase span (http.* sub-phases included), sums = span durations
@@ -274,10 +282,7 @@ def test_default_records_no_phase_points(full: Callable[..., Full], server: Any)
     span's openai_latency.phase.* attributes carry the same durations at a fraction of the cost."""
     cap = full()
     _stream_then_plain(_client(server, max_retries=0))
-    assert set(cap.metrics()) == set(INSTRUMENTS) - {
-        "openai_latency.retries",
-        "openai_latency.phase.duration",
-    }
+    assert set(cap.metrics()) == set(INSTRUMENTS) - NOT_RECORDED - {"openai_latency.phase.duration"}
     for op in cap.captured.operations():
         assert attrs(op)["openai_latency.phase.network_wait"] > 0
 
@@ -303,7 +308,7 @@ def test_phase_span_setting_keeps_every_metric(
     else:
         assert not any(s.name.startswith("http.") for s in cap.captured.spans())
     metrics = cap.metrics()
-    assert set(metrics) == set(INSTRUMENTS) - {"openai_latency.retries"}
+    assert set(metrics) == set(INSTRUMENTS) - NOT_RECORDED
     phase_metric = metrics["openai_latency.phase.duration"]
     for op, last in ((stream_op, "stream_drain"), (plain_op, "response_read")):
         model = attrs(op)["gen_ai.request.model"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from openai_latency import _guard
-from openai_latency.model import StreamStats
+from openai_latency.model import ANSWER, StreamStats
 from openai_latency.summary import MAX_GAP_POINTS, call_summary, measurements, spread_sample, stream_summary
 from openai_latency.timeline import Attempt, Backoff, Timeline
 
@@ -149,15 +149,29 @@ def test_a_call_without_any_attempt() -> None:
 # --- stream_summary ------------------------------------------------------------------------------
 
 
-def _stream(output_chunks: int, output_gaps: int, gap_ms: int = 10) -> tuple[Timeline, StreamStats]:
-    timeline = Timeline(start_ns=T0, streaming=True, first_output_ns=T0 + 50 * MS, end_ns=T0 + 500 * MS)
+def _stream(
+    output_chunks: int, output_gaps: int, gap_ms: int = 10, last_doubt_ms: int = 0
+) -> tuple[Timeline, StreamStats]:
+    """A stream whose first answer token was waited for at T0 + 50 ms, then ``output_chunks - 1`` more
+    ``gap_ms`` apart, ``output_gaps`` of those gaps observed. The last token was handed over
+    ``last_doubt_ms`` after the last observed arrival (0: it was waited for too)."""
+    first = T0 + 50 * MS
+    last = first + (output_chunks - 1) * gap_ms * MS
+    timeline = Timeline(
+        start_ns=T0, streaming=True, first_token_ns=first, first_answer_ns=first, end_ns=T0 + 500 * MS
+    )
     st = StreamStats(
         chunks=output_chunks + 2,
-        output_chunks=output_chunks,
-        output_gaps=output_gaps,
-        output_gap_ns=output_gaps * gap_ms * MS,
+        token_chunks=output_chunks,
+        answering=True,
+        channels=ANSWER,
+        token_gaps=output_gaps,
+        token_gap_ns=output_gaps * gap_ms * MS,
         first_chunk_ns=T0 + 40 * MS,
-        consumer_before_output_ns=5 * MS,
+        first_token_known_ns=first,
+        first_answer_known_ns=first,
+        last_token_ns=last,
+        last_token_known_ns=last - last_doubt_ms * MS,
     )
     return timeline, st
 
@@ -167,7 +181,23 @@ def test_stream_times_to_first_chunk_and_token() -> None:
     out = stream_summary(timeline, st, None)
     assert out["openai_latency.stream.end_state"] == "completed"
     assert out["gen_ai.response.time_to_first_chunk"] == pytest.approx(0.040)
-    assert out["openai_latency.time_to_first_token"] == pytest.approx(0.045)  # the caller's 5 ms taken off
+    assert out["openai_latency.time_to_first_token"] == pytest.approx(0.050)  # waited for: its arrival
+    assert out["openai_latency.time_to_first_answer_token"] == pytest.approx(0.050)
+    assert out["openai_latency.reasoning.visibility"] == "none"
+    assert "openai_latency.reasoning.duration" not in out
+
+
+def test_a_first_token_that_was_already_waiting_after_the_callers_work_has_no_ttft() -> None:
+    """Handed over 5 ms after the last observed arrival (the caller's own work): it arrived somewhere
+    in those 5 ms, more than 5 % of 50 ms: no TTFT rather than one that is wrong either way."""
+    timeline, st = _stream(output_chunks=10, output_gaps=9)
+    st.first_token_known_ns = st.first_answer_known_ns = timeline.first_token_ns - 5 * MS
+    out = stream_summary(timeline, st, None)
+    assert "openai_latency.time_to_first_token" not in out
+    assert "openai_latency.time_to_first_answer_token" not in out
+    assert out["openai_latency.stream.first_token_waiting"] is True
+    st.first_token_known_ns = st.first_answer_known_ns = timeline.first_token_ns - 2 * MS  # parsing only
+    assert stream_summary(timeline, st, None)["openai_latency.time_to_first_token"] == pytest.approx(0.050)
 
 
 def test_usage_is_estimated_from_output_chunks_when_the_stream_has_none() -> None:
@@ -198,13 +228,25 @@ def test_usage_from_the_stream_wins_over_the_estimate() -> None:
     ids=["all", "most", "too-few", "none"],
 )
 def test_time_per_output_token_only_when_most_gaps_were_observed(output_gaps: int, has_tpot: bool) -> None:
-    """10 output chunks have 9 gaps: with fewer than half observed (the others buffered behind a
-    slow caller), the observed ones are the server's slowest and would overstate the pace."""
-    timeline, st = _stream(output_chunks=10, output_gaps=output_gaps)
+    """The last token was buffered behind 60 ms of the caller's work, so the window's end is unsure:
+    only observed gaps count. 10 output chunks have 9 gaps: with fewer than half observed (the others
+    buffered behind a slow caller), the observed ones are the server's slowest and would overstate
+    the pace."""
+    timeline, st = _stream(output_chunks=10, output_gaps=output_gaps, last_doubt_ms=60)
     out = stream_summary(timeline, st, None)
     assert ("openai_latency.time_per_output_token" in out) is has_tpot
     if has_tpot:  # the mean observed gap, scaled to all 9 gaps, per token after the first
         assert out["openai_latency.time_per_output_token"] == pytest.approx(0.010)
+
+
+def test_time_per_output_token_across_the_window_when_the_caller_was_idle() -> None:
+    """A fast server that wrote several chunks at once: most gaps unobserved, but both ends of the
+    window are known (the last token came 0.3 ms after its batch arrived): measured across it."""
+    timeline, st = _stream(output_chunks=64, output_gaps=15, gap_ms=2, last_doubt_ms=0)
+    st.last_token_known_ns -= 300_000
+    out = stream_summary(timeline, st, None)
+    assert out["openai_latency.time_per_output_token"] == pytest.approx(0.002)
+    assert out["openai_latency.time_per_output_token.rule"] == "answer_tokens"
 
 
 def test_a_single_output_chunk_has_no_time_per_output_token() -> None:
@@ -246,7 +288,7 @@ def test_stream_measurements_sample_at_most_max_gap_points() -> None:
     summary = stream_summary(timeline, st, None)
     m = measurements(timeline, st, [], summary, {}, phase_metrics=False)
     assert m.time_to_first_chunk == pytest.approx(0.040)
-    assert m.time_to_first_token == pytest.approx(0.045)
+    assert m.time_to_first_token == pytest.approx(0.050)
     assert m.time_per_output_token == pytest.approx(0.010)
     gaps = list(m.chunk_gaps)
     assert len(gaps) == MAX_GAP_POINTS

@@ -32,7 +32,17 @@ _REQUEST_PARAMS = {
     "n": gen_ai.GEN_AI_REQUEST_CHOICE_COUNT,
 }
 
-_OPTIONAL_PARAMS = frozenset((*_REQUEST_PARAMS, "stop", "service_tier", "encoding_format", "dimensions"))
+_OPTIONAL_PARAMS = frozenset(
+    (
+        *_REQUEST_PARAMS,
+        "stop",
+        "service_tier",
+        "encoding_format",
+        "dimensions",
+        "reasoning_effort",
+        "reasoning",
+    )
+)
 
 # Known OpenAI-compatible hosts -> gen_ai.provider.name: the semconv well-known value where one exists
 # (GenAiProviderNameValues: azure.ai.openai, azure.ai.inference, deepseek, groq, mistral_ai, perplexity,
@@ -130,6 +140,10 @@ def request_attributes(kwargs: Mapping[str, Any], operation: str, api_type: str 
         elif name == "encoding_format":
             if isinstance(value, str):
                 attributes[gen_ai.GEN_AI_REQUEST_ENCODING_FORMATS] = [value]
+        elif name in ("reasoning_effort", "reasoning"):  # chat's effort; Responses' {"effort": ...}
+            effort = value if name == "reasoning_effort" else param_field(value, "effort")
+            if isinstance(effort, str):
+                attributes[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
         elif operation == "embeddings" and isinstance(value, int) and not isinstance(value, bool):
             attributes[gen_ai.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = value  # dimensions
     return attributes
@@ -214,6 +228,41 @@ def response_attributes(result: object) -> Attributes:
     return attributes
 
 
+def param_field(value: object, name: str) -> Any:
+    """A request parameter's field: params are TypedDicts (plain dicts) or, sometimes, SDK models."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+_CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+"""Where OpenAI-compatible servers put reasoning text in a chat message or delta (none is the SDK's)."""
+
+
+def reasoning_visibility(result: object, reasoning_tokens: object) -> str:
+    """How much of a non-stream result's reasoning reached the caller: ``streamed`` (its text: a chat
+    message's ``reasoning_content``/``reasoning``, a Responses reasoning item's content),
+    ``summary`` (Responses reasoning summaries only), ``hidden`` (usage reports reasoning tokens,
+    no text came) or ``none``."""
+    f = fields(result)
+    summary = False
+    if f.get("object") == "response":
+        for item in f.get("output") or ():
+            item_fields = fields(item)
+            if item_fields.get("type") == "reasoning":
+                if item_fields.get("content"):
+                    return "streamed"
+                summary = summary or bool(item_fields.get("summary"))
+    else:
+        choices = f.get("choices")
+        message = fields(choices[0]).get("message") if isinstance(choices, list) and choices else None
+        if message is not None:
+            message_fields = fields(message)
+            if any(message_fields.get(name) for name in _CHAT_REASONING_FIELDS):
+                return "streamed"
+    if summary:
+        return "summary"
+    return "hidden" if isinstance(reasoning_tokens, int) and reasoning_tokens > 0 else "none"
+
+
 def embedding_dimensions(data: object) -> int | None:
     """Length of the first vector of an embeddings response; the vectors themselves are never read."""
     if not isinstance(data, list) or not data:
@@ -291,7 +340,7 @@ def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
                 attributes[name] = seconds
         else:
             try:
-                attributes[name] = int(value) if kind is _INT else float(value) / 1000.0
+                attributes[name] = int(value) if kind is _INT else round(float(value) / 1000.0, 9)
             except ValueError:  # not a number: no attribute
                 continue
     return attributes
@@ -319,7 +368,7 @@ def parse_reset_duration(raw: str) -> float | None:
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(number + unit for number, unit in parts) != text:
         return None
-    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    return round(sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts), 9)
 
 
 @functools.lru_cache(maxsize=1024)

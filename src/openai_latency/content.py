@@ -15,7 +15,6 @@ by an observer that exists only while capture is on, and never holds more text t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,19 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 
 from ._guard import guarded, report
 from .bounded_json import fit
+from .messages import (
+    JSON,
+    arguments,
+    chat_message,
+    choice_message,
+    make_message,
+    reasoning_part,
+    reasoning_text,
+    responses_input,
+    responses_output,
+    text_part,
+    tool_definitions,
+)
 from .model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 from .timeline import to_epoch_ns
 
@@ -40,8 +52,6 @@ OUTPUT = gen_ai.GEN_AI_OUTPUT_MESSAGES
 SYSTEM = gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
 TOOLS = gen_ai.GEN_AI_TOOL_DEFINITIONS
 
-JSON = dict[str, Any]
-
 
 @guarded()
 def capture_request(
@@ -55,19 +65,19 @@ def capture_request(
     if kind.api_type == "chat_completions":
         messages = kwargs.get("messages")
         if isinstance(messages, (list, tuple)):
-            capture.set(INPUT, [_chat_message(m) for m in messages])
-        capture.set(TOOLS, _tool_definitions(kwargs.get("tools")))
+            capture.set(INPUT, [chat_message(m) for m in messages])
+        capture.set(TOOLS, tool_definitions(kwargs.get("tools")))
     elif kind.api_type == "responses":
-        capture.set(INPUT, _responses_input(kwargs.get("input")))
+        capture.set(INPUT, responses_input(kwargs.get("input")))
         instructions = kwargs.get("instructions")
         if isinstance(instructions, str):
-            capture.set(SYSTEM, [_text(instructions)])
-        capture.set(TOOLS, _tool_definitions(kwargs.get("tools")))
+            capture.set(SYSTEM, [text_part(instructions)])
+        capture.set(TOOLS, tool_definitions(kwargs.get("tools")))
     elif kind.api_type == "completions":
         prompt = kwargs.get("prompt")
         prompts = [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []
         texts = [p for p in prompts if isinstance(p, str)]
-        capture.set(INPUT, [{"role": "user", "parts": [_text(p)]} for p in texts])
+        capture.set(INPUT, [{"role": "user", "parts": [text_part(p)]} for p in texts])
     else:
         return None
     return capture
@@ -87,6 +97,7 @@ class ContentCapture:
         """The parsed response of a non-stream call (set by :meth:`.Operation.returned`)."""
         self._budget = limit + 1  # one more character than kept tells "truncated" apart
         self._text: dict[int, list[str]] = {}
+        self._reasoning: dict[int, list[str]] = {}
         self._calls: dict[tuple[int, int], JSON] = {}
         self._finish: dict[int, str] = {}
 
@@ -106,7 +117,7 @@ class ContentCapture:
         if collect is None:
             return observe
 
-        def observe_and_collect(st: StreamStats, item: Any) -> bool:
+        def observe_and_collect(st: StreamStats, item: Any) -> int:
             output = observe(st, item)
             try:
                 collect(item)
@@ -124,10 +135,10 @@ class ContentCapture:
         self._budget -= len(piece)
         return piece
 
-    def _add_text(self, index: int, text: Any) -> None:
+    def _add_text(self, index: int, text: Any, into: dict[int, list[str]] | None = None) -> None:
         piece = self._take(text)
         if piece:
-            self._text.setdefault(index, []).append(piece)
+            (self._text if into is None else into).setdefault(index, []).append(piece)
 
     def _collect_chat(self, chunk: Any) -> None:
         for choice in chunk.choices or ():
@@ -140,6 +151,9 @@ class ContentCapture:
             for text in (delta.content, getattr(delta, "refusal", None)):
                 if text:
                     self._add_text(index, text)
+            reasoning = reasoning_text(delta)
+            if reasoning:
+                self._add_text(index, reasoning, self._reasoning)
             for call in delta.tool_calls or ():
                 entry = self._calls.setdefault(
                     (index, call.index or 0), {"id": None, "name": None, "args": []}
@@ -204,187 +218,32 @@ class ContentCapture:
         if api_type == "responses":
             final = result if result is not None else final_item
             if final is not None and getattr(final, "output", None):
-                return [_responses_output(final)]
+                return [responses_output(final)]
         elif result is not None:
-            return [_choice_message(choice, api_type) for choice in getattr(result, "choices", None) or ()]
+            return [choice_message(choice, api_type) for choice in getattr(result, "choices", None) or ()]
         return self._collected_messages()
 
     def _collected_messages(self) -> list[JSON]:
-        indexes = sorted({*self._text, *self._finish, *(i for i, _ in self._calls)})
+        indexes = sorted({*self._text, *self._reasoning, *self._finish, *(i for i, _ in self._calls)})
         messages = []
         for index in indexes:
             parts: list[JSON] = []
+            reasoning = "".join(self._reasoning.get(index, ()))
+            if reasoning:
+                parts.append(reasoning_part(reasoning))
             text = "".join(self._text.get(index, ()))
             if text:
-                parts.append(_text(text))
+                parts.append(text_part(text))
             for (i, _), call in sorted(self._calls.items()):
                 if i == index:
-                    arguments = _arguments("".join(call["args"]))
+                    args = arguments("".join(call["args"]))
                     parts.append(
-                        {"type": "tool_call", "id": call["id"], "name": call["name"], "arguments": arguments}
+                        {"type": "tool_call", "id": call["id"], "name": call["name"], "arguments": args}
                     )
-            messages.append(_message("assistant", parts, self._finish.get(index)))
+            messages.append(make_message("assistant", parts, self._finish.get(index)))
         return messages
 
 
 def _event_attributes(summary: Attributes) -> Attributes:
     """The span's response-side semconv attributes (ids, models, usage, finish reasons, error.type)."""
     return {k: v for k, v in summary.items() if k.startswith("gen_ai.") or k == "error.type"}
-
-
-def _get(obj: Any, name: str) -> Any:
-    """Request params are TypedDicts (plain dicts) or, sometimes, SDK models."""
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _text(content: str) -> JSON:
-    return {"type": "text", "content": content}
-
-
-def _message(role: str, parts: list[JSON], finish_reason: str | None = None) -> JSON:
-    message: JSON = {"role": role, "parts": parts}
-    if finish_reason is not None:
-        message["finish_reason"] = finish_reason
-    return message
-
-
-def _arguments(raw: Any) -> Any:
-    """Tool call arguments as an object when they are JSON, else as sent."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def _parts(content: Any) -> list[JSON]:
-    """Message content (a string or a list of typed parts) -> semconv parts."""
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [_text(content)]
-    if not isinstance(content, (list, tuple)):
-        return []
-    parts: list[JSON] = []
-    for part in content:
-        kind = _get(part, "type")
-        if kind in ("text", "input_text", "output_text", "refusal"):
-            parts.append(_text(_get(part, "text") or _get(part, "refusal") or ""))
-        elif kind == "image_url":
-            parts.append({"type": "uri", "modality": "image", "uri": _get(_get(part, "image_url"), "url")})
-        elif kind == "input_image" and _get(part, "image_url"):
-            parts.append({"type": "uri", "modality": "image", "uri": _get(part, "image_url")})
-        elif kind == "input_audio":
-            audio = _get(part, "input_audio")
-            mime = f"audio/{_get(audio, 'format')}"
-            parts.append(
-                {"type": "blob", "modality": "audio", "mime_type": mime, "content": _get(audio, "data")}
-            )
-        elif kind in ("file", "input_file") and (
-            _get(_get(part, "file"), "file_id") or _get(part, "file_id")
-        ):
-            file_id = _get(_get(part, "file"), "file_id") or _get(part, "file_id")
-            parts.append({"type": "file", "modality": "document", "file_id": file_id})
-        else:
-            parts.append({"type": str(kind)})
-    return parts
-
-
-def _tool_call(call_id: Any, function: Any) -> JSON:
-    arguments = _arguments(_get(function, "arguments"))
-    return {"type": "tool_call", "id": call_id, "name": _get(function, "name"), "arguments": arguments}
-
-
-def _chat_message(message: Any) -> JSON:
-    role = str(_get(message, "role") or "user")
-    if role == "tool":
-        response = {"type": "tool_call_response", "id": _get(message, "tool_call_id")}
-        content = _get(message, "content")
-        texts = [p["content"] for p in _parts(content) if p.get("type") == "text"]
-        response["response"] = "".join(texts) if texts else content
-        return _message(role, [response])
-    parts = _parts(_get(message, "content"))
-    for call in _get(message, "tool_calls") or ():
-        parts.append(_tool_call(_get(call, "id"), _get(call, "function")))
-    out = _message(role, parts)
-    name = _get(message, "name")
-    if isinstance(name, str):
-        out["name"] = name
-    return out
-
-
-def _choice_message(choice: Any, api_type: str | None) -> JSON:
-    finish = getattr(choice, "finish_reason", None)
-    if api_type == "completions":
-        return _message("assistant", [_text(choice.text or "")], finish)
-    message = getattr(choice, "message", None)
-    parts = _parts(getattr(message, "content", None))
-    refusal = getattr(message, "refusal", None)
-    if refusal:
-        parts.append(_text(refusal))
-    for call in getattr(message, "tool_calls", None) or ():
-        parts.append(_tool_call(call.id, getattr(call, "function", None)))
-    return _message("assistant", parts, finish)
-
-
-def _responses_input(value: Any) -> list[JSON]:
-    if isinstance(value, str):
-        return [_message("user", [_text(value)])]
-    if not isinstance(value, (list, tuple)):
-        return []
-    messages = []
-    for item in value:
-        kind = _get(item, "type")
-        if kind == "function_call":
-            messages.append(_message("assistant", [_tool_call(_get(item, "call_id"), item)]))
-        elif kind == "function_call_output":
-            part = {
-                "type": "tool_call_response",
-                "id": _get(item, "call_id"),
-                "response": _get(item, "output"),
-            }
-            messages.append(_message("tool", [part]))
-        elif _get(item, "role"):
-            messages.append(_message(str(_get(item, "role")), _parts(_get(item, "content"))))
-        else:
-            messages.append(_message("user", [{"type": str(kind)}]))
-    return messages
-
-
-def _responses_output(response: Any) -> JSON:
-    parts: list[JSON] = []
-    for item in response.output:
-        kind = getattr(item, "type", None)
-        if kind == "message":
-            parts.extend(_parts([c.model_dump() if hasattr(c, "model_dump") else c for c in item.content]))
-        elif kind == "function_call":
-            parts.append(_tool_call(item.call_id, item))
-        elif kind == "reasoning":
-            for summary in getattr(item, "summary", None) or ():
-                parts.append({"type": "reasoning", "content": getattr(summary, "text", "")})
-        else:
-            parts.append({"type": str(kind)})
-    details = getattr(response, "incomplete_details", None)
-    reason = getattr(details, "reason", None)
-    finish = reason or ("tool_call" if any(p["type"] == "tool_call" for p in parts) else "stop")
-    return _message("assistant", parts, str(finish))
-
-
-def _tool_definitions(tools: Any) -> list[JSON]:
-    """Chat tools (``{"type": "function", "function": {...}}``) and Responses tools (flat) -> flat."""
-    if not isinstance(tools, (list, tuple)):
-        return []
-    out = []
-    for tool in tools:
-        kind = _get(tool, "type")
-        spec = _get(tool, kind) if isinstance(kind, str) and _get(tool, kind) is not None else tool
-        definition: JSON = {"type": kind}
-        for key in ("name", "description", "parameters"):
-            value = _get(spec, key)
-            if value is not None:
-                definition[key] = value
-        out.append(definition)
-    return out

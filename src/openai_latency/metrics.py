@@ -84,6 +84,8 @@ class Measurements:
     output_tokens: int | None = None
     time_to_first_chunk: float | None = None
     time_to_first_token: float | None = None
+    time_to_first_answer_token: float | None = None
+    reasoning_duration: float | None = None
     time_per_output_token: float | None = None
     chunk_gaps: Iterable[float] = ()
     retries: list[str] = field(default_factory=list)
@@ -114,8 +116,20 @@ _HISTOGRAMS = {
     "time_to_first_token": (
         "openai_latency.time_to_first_token",
         "s",
-        "Call start to the first output-bearing chunk, caller time excluded.",
+        "Call start to the first generated token of any channel (reasoning included), caller time excluded.",
         TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "time_to_first_answer_token": (
+        "openai_latency.time_to_first_answer_token",
+        "s",
+        "Call start to the first answer token (after any streamed reasoning), caller time excluded.",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "reasoning_duration": (
+        "openai_latency.reasoning.duration",
+        "s",
+        "Thinking time of a stream: first reasoning token to first answer token.",
+        DURATION_BUCKETS,
     ),
     "time_per_output_token": (
         "openai_latency.time_per_output_token",
@@ -138,6 +152,8 @@ class Metrics:
     time_to_first_chunk: Histogram
     time_per_output_chunk: Histogram
     time_to_first_token: Histogram
+    time_to_first_answer_token: Histogram
+    reasoning_duration: Histogram
     time_per_output_token: Histogram
     phase_duration: Histogram
 
@@ -171,6 +187,10 @@ class Metrics:
             self.time_to_first_chunk.record(m.time_to_first_chunk, base, context=context)
         if m.time_to_first_token is not None:
             self.time_to_first_token.record(m.time_to_first_token, base, context=context)
+        if m.time_to_first_answer_token is not None:
+            self.time_to_first_answer_token.record(m.time_to_first_answer_token, base, context=context)
+        if m.reasoning_duration is not None:
+            self.reasoning_duration.record(m.reasoning_duration, base, context=context)
         if m.time_per_output_token is not None:
             self.time_per_output_token.record(m.time_per_output_token, base, context=context)
         for gap in m.chunk_gaps:

@@ -46,27 +46,61 @@ class OperationKind:
     """Key of the chunk observer in :mod:`openai_latency.streams`: chat, responses, completions, any."""
 
 
+ANSWER = 1
+"""Channel bit of a chunk that carries an answer token: chat content, refusal or tool-call deltas;
+completions text; Responses output text, refusal, function-call arguments, audio..."""
+REASONING = 2
+"""Channel bit of a chunk that carries reasoning text: chat ``reasoning_content`` / ``reasoning`` /
+``reasoning_details``; Responses ``response.reasoning_text.delta``."""
+SUMMARY = 4
+"""Channel bit of a Responses ``response.reasoning_summary_text.delta``: a summary of reasoning that
+stays hidden."""
+
+
 @dataclass(slots=True)
 class StreamStats:
-    """Per-chunk counters, updated in place by the stream wrappers (no allocation per chunk)."""
+    """Per-chunk counters, updated in place by the stream wrappers (no allocation per chunk).
+
+    Arrival times: a chunk whose ``next`` blocked arrived when it was handed over; a chunk that was
+    already buffered arrived at some unknown time since the last observed arrival (``known_ns``).
+    Each token mark keeps both, so the summary knows how sure each boundary is."""
 
     chunks: int = 0
-    output_chunks: int = 0
     wait_ns: int = 0
     consumer_ns: int = 0
-    consumer_before_output_ns: int = 0
     max_gap_ns: int = 0
+    """The largest observed gap between two token chunks (never the wait for the first token)."""
     first_chunk_ns: int = 0
     buffered_chunks: int = 0
     """Chunks that were already there when asked for: the server was ahead of the caller."""
-    output_gap_ns: int = 0
-    output_gaps: int = 0
-    """Observed server-side gaps between output chunks (arrival to arrival), sum and count."""
+    known_ns: int = 0
+    """The latest observed arrival: the hand-over of the last chunk whose ``next`` blocked, else the
+    response headers. A buffered chunk arrived between this and its own hand-over."""
+    channels: int = 0
+    """:data:`ANSWER` | :data:`REASONING` | :data:`SUMMARY` bits of every token chunk seen."""
+    token_chunks: int = 0
+    """Chunks that carried a generated token of any channel."""
+    answering: bool = False
+    """An answer token came (``Timeline.first_answer_ns`` is set)."""
+    tokens_to_answer: int = 0
+    """Token chunks before the first answer token: the answer window has the rest."""
+    first_token_known_ns: int = 0
+    """``known_ns`` when the first token chunk was handed over (its time: ``Timeline.first_token_ns``)."""
+    first_answer_known_ns: int = 0
+    last_token_ns: int = 0
+    last_token_known_ns: int = 0
+    token_gap_ns: int = 0
+    token_gaps: int = 0
+    """Observed server-side gaps between token chunks (arrival to arrival), sum and count."""
+    token_gap_ns_to_answer: int = 0
+    token_gaps_to_answer: int = 0
+    """The two sums above as they stood at the first answer chunk (the answer window's start)."""
     last_activity_ns: int = 0
     gaps: array[int] | None = None
-    """Observed server-side gaps (ns), made at the first one: most calls are not streams."""
+    """Observed server-side gaps between chunks of any kind (ns), made at the first one: most calls
+    are not streams."""
     stalls: list[tuple[int, int, int]] | None = None
-    """(chunk index, gap ns, mono ns) for gaps above the stall threshold."""
+    """(chunk index, gap ns, mono ns) for token gaps above the stall threshold."""
     first_attributes: Attributes | None = None
     """Response attributes of the first chunk (id, model...), read when it came."""
     final_item: Any = None
@@ -78,9 +112,11 @@ class StreamStats:
     """The provider's error object (``ResponseError``, an ``error`` event...) that ended the stream."""
 
 
-Observer = Callable[[StreamStats, Any], bool]
-"""Reads one stream chunk (an SDK object) into the stats; True when the chunk carries output
-(:data:`.streams.OBSERVERS`; content capture extends one: :meth:`.ContentCapture.observer`)."""
+Observer = Callable[[StreamStats, Any], int]
+"""Reads one stream chunk (an SDK object) into the stats; returns the channel bits of the tokens it
+carries (:data:`ANSWER`, :data:`REASONING`, :data:`SUMMARY`; 0 for role-only, empty, usage and
+lifecycle chunks) (:data:`.streams.OBSERVERS`; content capture extends one:
+:meth:`.ContentCapture.observer`)."""
 
 
 Wrapped = Callable[..., Any]

@@ -20,12 +20,10 @@ from . import semconv as sc
 from ._guard import guarded, report
 from .model import Attributes, OperationKind, StreamStats, Telemetry
 from .summary import call_summary, measurements, stream_summary
-from .timeline import EPOCH_OFFSET_NS, Phase, Timeline, clock, subphase_attributes
+from .timeline import EPOCH_OFFSET_NS, Phase, Timeline, clock, seconds, subphase_attributes
 
 if TYPE_CHECKING:
     from .content import ContentCapture
-
-_NS = 1e-9
 
 
 class Operation:
@@ -75,7 +73,11 @@ class Operation:
                 return
             error = None
             try:
-                self.result_attributes = attrs.response_attributes(result)
+                result_attributes = self.result_attributes = attrs.response_attributes(result)
+                if self.kind.operation == "chat":
+                    reasoning_tokens = result_attributes.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)
+                    visibility = attrs.reasoning_visibility(result, reasoning_tokens)
+                    result_attributes[sc.OPENAI_LATENCY_REASONING_VISIBILITY] = visibility
                 if self.content is not None:
                     self.content.result = result
                 error = errors.failed_response_error(result)
@@ -192,7 +194,7 @@ class Operation:
         for index, gap_ns, at_ns in stalls:
             self.span.add_event(
                 sc.OPENAI_LATENCY_STREAM_STALL,
-                {sc.OPENAI_LATENCY_STALL_GAP: gap_ns * _NS, sc.OPENAI_LATENCY_STALL_CHUNK_INDEX: index},
+                {sc.OPENAI_LATENCY_STALL_GAP: seconds(gap_ns), sc.OPENAI_LATENCY_STALL_CHUNK_INDEX: index},
                 timestamp=at_ns + EPOCH_OFFSET_NS,
             )
 

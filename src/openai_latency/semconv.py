@@ -37,6 +37,10 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chun
 GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
 GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+GEN_AI_REQUEST_REASONING_LEVEL: Final = "gen_ai.request.reasoning.level"
+"""The requested reasoning effort; proposed in the GenAI conventions, in no released
+``opentelemetry-semantic-conventions`` package yet (0.66b2 is the newest)."""
 
 # --- ours: the operation span's summary -----------------------------------------------------------
 
@@ -54,6 +58,15 @@ OPENAI_LATENCY_RATELIMIT_PREFIX: Final = "openai_latency.ratelimit."
 OPENAI_LATENCY_ERROR_CATEGORY: Final = "openai_latency.error.category"
 OPENAI_LATENCY_TIME_TO_FIRST_TOKEN: Final = "openai_latency.time_to_first_token"
 OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN: Final = "openai_latency.time_per_output_token"
+OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN_RULE: Final = "openai_latency.time_per_output_token.rule"
+"""``all_tokens`` (reasoning streamed: every token's window) or ``answer_tokens`` (the answer's)."""
+OPENAI_LATENCY_TIME_TO_FIRST_ANSWER_TOKEN: Final = "openai_latency.time_to_first_answer_token"
+OPENAI_LATENCY_REASONING_DURATION: Final = "openai_latency.reasoning.duration"
+OPENAI_LATENCY_REASONING_VISIBILITY: Final = "openai_latency.reasoning.visibility"
+"""``streamed``, ``summary``, ``hidden`` or ``none``."""
+OPENAI_LATENCY_STREAM_FIRST_TOKEN_WAITING: Final = "openai_latency.stream.first_token_waiting"
+"""True when the first token was already waiting when the caller, back from its own work, asked for
+it: its arrival time is unknown, so time_to_first_token is left unset."""
 OPENAI_LATENCY_USAGE_ESTIMATED: Final = "openai_latency.usage.estimated"
 OPENAI_LATENCY_STREAM_END_STATE: Final = "openai_latency.stream.end_state"
 OPENAI_LATENCY_STREAM_CHUNKS: Final = "openai_latency.stream.chunks"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import deferred
 from ._guard import report
 from .attributes import response_attributes
-from .model import Observer, StreamStats
+from .model import ANSWER, REASONING, SUMMARY, Observer, StreamStats
 from .stream_usage import is_usage_only
 from .timeline import clock
 
@@ -31,7 +31,23 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _observe_chat(st: StreamStats, chunk: Any) -> bool:
+_MISSING: Any = object()
+
+
+def _reasoning_attribute(delta: Any) -> bool:
+    """Whether a chat delta that is no pydantic v2 model (a v1 model, a stand-in) carries reasoning."""
+    return any(getattr(delta, name, None) for name in _REASONING_FIELDS)
+
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+"""Where OpenAI-compatible servers put a chat delta's reasoning text: ``reasoning_content`` (DeepSeek,
+SGLang, older vLLM), ``reasoning`` (vLLM since late 2025, OpenRouter, Groq), OpenRouter's
+``reasoning_details``. None is a field of the SDK's ``ChoiceDelta``: a pydantic v2 model keeps them
+in ``__pydantic_extra__``, read as a dict (``getattr`` of an absent name on such a model raises and
+catches an AttributeError inside pydantic, ~2 µs a chunk)."""
+
+
+def _observe_chat(st: StreamStats, chunk: Any) -> int:
     if st.first_attributes is None:  # read now: no chunk is kept alive (O(1) memory per stream)
         st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)
@@ -40,23 +56,34 @@ def _observe_chat(st: StreamStats, chunk: Any) -> bool:
     # The SDK builds chunks without validation: any field may hold any JSON, so every read has a default.
     choices = getattr(chunk, "choices", None)
     if not choices or not isinstance(choices, list):
-        return False
-    output = False
+        return 0
+    channel = 0
     for choice in choices:
         reason = getattr(choice, "finish_reason", None)
         if reason:
             _add_finish_reason(st, reason)
         delta = getattr(choice, "delta", None)
-        if delta is not None and (
+        if delta is None:
+            continue
+        if (
             getattr(delta, "content", None)
             or getattr(delta, "tool_calls", None)
             or getattr(delta, "refusal", None)
         ):
-            output = True
-    return output
+            channel |= ANSWER  # a delta with both (a server's last reasoning piece) counts as answer
+        else:
+            extra = getattr(delta, "__pydantic_extra__", _MISSING)
+            if extra is _MISSING:
+                if _reasoning_attribute(delta):
+                    channel |= REASONING
+            elif extra and (
+                extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details")
+            ):
+                channel |= REASONING
+    return channel
 
 
-def _observe_completions(st: StreamStats, chunk: Any) -> bool:
+def _observe_completions(st: StreamStats, chunk: Any) -> int:
     if st.first_attributes is None:
         st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)
@@ -64,29 +91,36 @@ def _observe_completions(st: StreamStats, chunk: Any) -> bool:
         st.usage = usage
     choices = getattr(chunk, "choices", None)
     if not choices or not isinstance(choices, list):
-        return False
-    output = False
+        return 0
+    channel = 0
     for choice in choices:
         reason = getattr(choice, "finish_reason", None)
         if reason:
             _add_finish_reason(st, reason)
         if getattr(choice, "text", None):
-            output = True
-    return output
+            channel = ANSWER
+    return channel
 
 
 _RESPONSES_FINAL = ("response.completed", "response.incomplete", "response.failed")
+_RESPONSES_REASONING = {
+    "response.reasoning_text.delta": REASONING,
+    "response.reasoning_summary_text.delta": SUMMARY,
+}
 
 
-def _observe_responses(st: StreamStats, event: Any) -> bool:
-    """Output: any non-empty ``*.delta`` event (output text, refusal, function-call arguments,
-    reasoning text/summary, audio...). ``response.failed`` and ``error`` events set ``error_item``:
-    the operation then ends as an error with the provider's code (:func:`.errors.stream_error`)."""
+def _observe_responses(st: StreamStats, event: Any) -> int:
+    """Tokens: any non-empty ``*.delta`` event; reasoning text and reasoning summary deltas are
+    their own channels, every other (output text, refusal, function-call arguments, audio...) is
+    the answer. ``response.failed`` and ``error`` events set ``error_item``: the operation then ends
+    as an error with the provider's code (:func:`.errors.stream_error`)."""
     event_type = getattr(event, "type", None)
     if not isinstance(event_type, str):
-        return False
+        return 0
     if event_type.endswith(".delta"):
-        return bool(getattr(event, "delta", True))
+        if not getattr(event, "delta", True):
+            return 0
+        return _RESPONSES_REASONING.get(event_type, ANSWER)
     if event_type in _RESPONSES_FINAL:
         response = getattr(event, "response", None)
         st.final_item = response
@@ -100,11 +134,11 @@ def _observe_responses(st: StreamStats, event: Any) -> bool:
         st.first_attributes = response_attributes(getattr(event, "response", None))
     elif event_type == "error":
         st.error_item = event
-    return False
+    return 0
 
 
-def _observe_any(st: StreamStats, chunk: Any) -> bool:
-    return True
+def _observe_any(st: StreamStats, chunk: Any) -> int:
+    return ANSWER
 
 
 OBSERVERS: dict[str, Observer] = {
@@ -132,10 +166,14 @@ machine, and misjudging a buffered chunk as blocked would count the caller's tim
 def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> None:
     """Bookkeeping for one chunk: asked for at ``t0``, handed over at ``t1``.
 
-    When this ``next`` blocked, the chunk arrived at ``t1`` and the server-side gap is arrival to
-    arrival (the caller's own time since the previous chunk overlapped the server's work, so it is
-    not counted twice). When the chunk was already buffered, the server was ahead of the caller: its
-    arrival time is unknown, the gap is not observed, and the caller's time stays consumer time.
+    When this ``next`` blocked, the chunk arrived at ``t1`` (the latest observed arrival, ``known_ns``)
+    and the server-side gap is arrival to arrival (the caller's own time since the previous chunk
+    overlapped the server's work, so it is not counted twice). When the chunk was already buffered,
+    the server was ahead of the caller: it arrived at some time after ``known_ns``, its gap is not
+    observed, and the caller's time stays consumer time. Token chunks keep their hand-over time and
+    ``known_ns``: :func:`.summary.stream_summary` decides from the two how sure each boundary is.
+    Stalls and the largest gap are gaps between tokens: the wait for the first one is the
+    first_token phase's.
     """
     st = op.stream
     wait = t1 - t0
@@ -143,34 +181,62 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     index = st.chunks
     st.chunks = index + 1
     gap = 0
-    blocked = wait > BLOCKED_NS
-    if index == 0:
-        # arrival: now if we had to wait for it, else it waited while the caller was elsewhere
-        st.first_chunk_ns = t1 if blocked else t1 - st.consumer_ns
-    elif blocked:
-        gap = t1 - st.last_activity_ns
-        if st.gaps is None:
-            st.gaps = array("q")
-        st.gaps.append(gap)
-        if gap > st.max_gap_ns:
-            st.max_gap_ns = gap
-        if gap > op.stall_threshold_ns:
-            if st.stalls is None:
-                st.stalls = []
-            st.stalls.append((index, gap, t1))
+    if wait > BLOCKED_NS:
+        st.known_ns = t1
+        if index == 0:
+            st.first_chunk_ns = t1
+        else:
+            gap = t1 - st.last_activity_ns
+            if st.gaps is None:
+                st.gaps = array("q")
+            st.gaps.append(gap)
     else:
         st.buffered_chunks += 1
+        if index == 0:  # it waited while the caller was elsewhere
+            st.first_chunk_ns = t1 - st.consumer_ns
     st.last_activity_ns = t1
-    if observe(st, item):
-        if not st.output_chunks:
-            op.timeline.first_output_ns = t1
-            # Waited for: it arrived now, and the caller's earlier work overlapped the server's.
-            # Buffered: the caller's time since it arrived is unknown, so none of it counts.
-            st.consumer_before_output_ns = 0 if blocked else st.consumer_ns
-        elif gap:
-            st.output_gap_ns += gap
-            st.output_gaps += 1
-        st.output_chunks += 1
+    channel = observe(st, item)
+    if not channel:
+        return
+    seen = st.channels
+    if channel | seen == seen:  # the common case: one more token of a channel already seen
+        if gap:
+            _token_gap(op, st, index, gap, t1)
+    else:
+        _new_channel(op, st, channel, index, gap, t1)
+    st.token_chunks += 1
+    st.last_token_ns = t1
+    st.last_token_known_ns = st.known_ns
+
+
+def _token_gap(op: Operation, st: StreamStats, index: int, gap: int, t1: int) -> None:
+    """An observed gap between two token chunks: the pace, the largest gap, stalls."""
+    st.token_gap_ns += gap
+    st.token_gaps += 1
+    if gap > st.max_gap_ns:
+        st.max_gap_ns = gap
+    if gap > op.stall_threshold_ns:
+        if st.stalls is None:
+            st.stalls = []
+        st.stalls.append((index, gap, t1))
+
+
+def _new_channel(op: Operation, st: StreamStats, channel: int, index: int, gap: int, t1: int) -> None:
+    """A token chunk of a channel not seen before: the first token, the first answer token, the first
+    reasoning (or summary) token."""
+    if not st.token_chunks:
+        op.timeline.first_token_ns = t1
+        st.first_token_known_ns = st.known_ns
+    elif gap:
+        _token_gap(op, st, index, gap, t1)
+    st.channels |= channel
+    if channel & ANSWER and not st.answering:  # channels has ANSWER from now on
+        st.answering = True
+        op.timeline.first_answer_ns = t1
+        st.first_answer_known_ns = st.known_ns
+        st.token_gap_ns_to_answer = st.token_gap_ns
+        st.token_gaps_to_answer = st.token_gaps
+        st.tokens_to_answer = st.token_chunks
 
 
 def _end_state(exc: BaseException) -> str:
@@ -208,6 +274,7 @@ def traced_stream(inner: Iterator[T], op: Operation) -> Iterator[T]:
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
+    st.known_ns = op.timeline.headers_ns or t0
     try:
         for item in inner:
             t1 = clock()
@@ -234,6 +301,7 @@ async def traced_async_stream(inner: AsyncIterator[T], op: Operation) -> AsyncIt
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
+    st.known_ns = op.timeline.headers_ns or t0
     try:
         async for item in inner:
             t1 = clock()

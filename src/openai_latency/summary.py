@@ -15,9 +15,8 @@ from . import semconv as sc
 from .attributes import header_attributes, response_attributes, usage_attributes
 from .metrics import Measurements, metric_attributes
 from .model import Attributes, StreamStats
-from .timeline import PHASE_NAMES, Phase, Timeline
-
-_NS = 1e-9
+from .timeline import PHASE_NAMES, Phase, Timeline, seconds
+from .token_times import token_times
 
 MAX_GAP_POINTS = 8
 """time_per_output_chunk points per stream at most: one histogram point costs several µs, so one
@@ -34,7 +33,7 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
         totals[phase.name] = totals.get(phase.name, 0) + max(0, phase.end_ns - phase.start_ns)
     for name in PHASE_NAMES:
         if name in totals:
-            out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = totals[name] * _NS
+            out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = seconds(totals[name])
     if totals:
         out[sc.OPENAI_LATENCY_DOMINANT_PHASE] = max(totals, key=totals.__getitem__)
     attempts = timeline.attempts
@@ -58,28 +57,26 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
         if server_wait is None and last.headers_ns:  # no trace events: the whole attempt
             server_wait = last.headers_ns - last.start_ns
         if isinstance(processing, float) and server_wait is not None:
-            out[sc.OPENAI_LATENCY_NETWORK_OVERHEAD] = server_wait * _NS - processing
+            # in whole ns, so the difference has no float noise (and may be negative: clock skew)
+            out[sc.OPENAI_LATENCY_NETWORK_OVERHEAD] = (server_wait - round(processing * 1e9)) / 1e9
     return out
 
 
 def stream_summary(timeline: Timeline, st: StreamStats, end_state: str | None) -> Attributes:
-    """How the stream ended and went: chunks, wait and consumer time, time to first chunk/token,
-    the response's attributes and usage (else output tokens estimated from output chunks), and the
-    time per output token when most output gaps were observed."""
+    """How the stream ended and went: chunks, wait and consumer time, time to first chunk, the
+    response's attributes and usage (without it, TPOT counts token chunks as tokens), and the token
+    times of :func:`.token_times.token_times` (TTFT, first answer token, reasoning, TPOT)."""
     start = timeline.start_ns
     out: Attributes = {
         sc.OPENAI_LATENCY_STREAM_END_STATE: end_state or "completed",
         sc.OPENAI_LATENCY_STREAM_CHUNKS: st.chunks,
-        sc.OPENAI_LATENCY_STREAM_WAIT_TIME: st.wait_ns * _NS,
-        sc.OPENAI_LATENCY_STREAM_CONSUMER_TIME: st.consumer_ns * _NS,
-        sc.OPENAI_LATENCY_STREAM_MAX_GAP: st.max_gap_ns * _NS,
+        sc.OPENAI_LATENCY_STREAM_WAIT_TIME: seconds(st.wait_ns),
+        sc.OPENAI_LATENCY_STREAM_CONSUMER_TIME: seconds(st.consumer_ns),
+        sc.OPENAI_LATENCY_STREAM_MAX_GAP: seconds(st.max_gap_ns),
         sc.OPENAI_LATENCY_STREAM_BUFFERED_CHUNKS: st.buffered_chunks,
     }
     if st.first_chunk_ns:
-        out[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (st.first_chunk_ns - start) * _NS
-    if timeline.first_output_ns:
-        ttft = timeline.first_output_ns - start - st.consumer_before_output_ns
-        out[sc.OPENAI_LATENCY_TIME_TO_FIRST_TOKEN] = ttft * _NS
+        out[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = seconds(st.first_chunk_ns - start)
     if st.first_attributes:
         out.update(st.first_attributes)
     if st.final_item is not None:
@@ -88,21 +85,10 @@ def stream_summary(timeline: Timeline, st: StreamStats, end_state: str | None) -
         out.update(usage_attributes(st.usage))
     if st.finish_reasons:
         out[sc.GEN_AI_RESPONSE_FINISH_REASONS] = st.finish_reasons
-    output_tokens = out.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-    if output_tokens is None and st.output_chunks:
-        output_tokens = st.output_chunks
+    estimated = sc.GEN_AI_USAGE_OUTPUT_TOKENS not in out and st.token_chunks > 0
+    if estimated:  # no usage: tokens are counted as token chunks, for the time per output token only
         out[sc.OPENAI_LATENCY_USAGE_ESTIMATED] = True
-    if (
-        isinstance(output_tokens, int)
-        and output_tokens > 1
-        and st.output_gaps
-        and st.output_gaps * 2 >= st.output_chunks - 1
-    ):
-        # Server time from the first to the last output chunk, from the gaps that were observed.
-        # Only when most were: a caller slower than the server observes only the server's
-        # slowest gaps (the others were buffered), and those alone would overstate the pace.
-        span_ns = st.output_gap_ns / st.output_gaps * (st.output_chunks - 1)
-        out[sc.OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN] = span_ns * _NS / (output_tokens - 1)
+    out.update(token_times(timeline, st, out, estimated))
     return out
 
 
@@ -123,19 +109,23 @@ def measurements(
     flat: list[tuple[str, float]] = []
     if phase_metrics:
         for phase in phases:
-            flat.append((phase.name, phase.duration_ns * _NS))
-            flat.extend((child.name.split(".", 1)[1], child.duration_ns * _NS) for child in phase.children)
+            flat.append((phase.name, seconds(phase.duration_ns)))
+            flat.extend((child.name.split(".", 1)[1], seconds(child.duration_ns)) for child in phase.children)
     streaming = timeline.streaming
     return Measurements(
         attributes=metric_attributes(summary, request),
-        duration=(timeline.end_ns - timeline.start_ns) * _NS,
+        duration=seconds(timeline.end_ns - timeline.start_ns),
         phases=flat,
         input_tokens=summary.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
         output_tokens=summary.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
         time_to_first_chunk=summary.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK) if streaming else None,
         time_to_first_token=summary.get(sc.OPENAI_LATENCY_TIME_TO_FIRST_TOKEN) if streaming else None,
+        time_to_first_answer_token=(
+            summary.get(sc.OPENAI_LATENCY_TIME_TO_FIRST_ANSWER_TOKEN) if streaming else None
+        ),
+        reasoning_duration=summary.get(sc.OPENAI_LATENCY_REASONING_DURATION),
         time_per_output_token=summary.get(sc.OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN),
-        chunk_gaps=[gap * _NS for gap in spread_sample(st.gaps, MAX_GAP_POINTS)] if st.gaps else (),
+        chunk_gaps=[seconds(gap) for gap in spread_sample(st.gaps, MAX_GAP_POINTS)] if st.gaps else (),
         retries=summary.get(sc.OPENAI_LATENCY_RETRY_ERROR_TYPES, []),  # set by call_summary
     )
 

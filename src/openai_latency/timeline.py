@@ -34,6 +34,13 @@ def to_epoch_ns(mono_ns: int) -> int:
     return mono_ns + EPOCH_OFFSET_NS
 
 
+def seconds(ns: int) -> float:
+    """A duration in nanoseconds as seconds, exact to the nanosecond in its shortest form: one
+    correctly rounded division (``150945173 / 1e9`` is ``0.150945173``, where ``* 1e-9`` rounds twice
+    and gives ``0.15094517300000002``). Negative durations (marks out of order) are 0."""
+    return ns / 1e9 if ns > 0 else 0.0
+
+
 def to_monotonic_ns(epoch_ns: int) -> int:
     """The inverse of :func:`to_epoch_ns`: lets tests compare span times with a server's log."""
     return epoch_ns - EPOCH_OFFSET_NS
@@ -146,7 +153,7 @@ class Backoff:
     @guarded()
     def note_delay(self, delay: float, headers: Mapping[str, str] | None) -> None:
         """The delay the SDK chose, and whether it came from the server's retry-after(-ms) header."""
-        self.delay_s = float(delay)
+        self.delay_s = round(float(delay), 9)  # the SDK's jittered float, to the nanosecond
         if headers is None:
             return
         for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
@@ -186,6 +193,7 @@ PHASE_NAMES = (
     "network_wait",
     "retry_backoff",
     "first_token",
+    "reasoning",
     "stream_drain",
     "response_read",
 )
@@ -198,7 +206,10 @@ class Timeline:
     returned_ns: int = 0
     """When the SDK method returned to the caller (for streams: the stream object)."""
     end_ns: int = 0
-    first_output_ns: int = 0
+    first_token_ns: int = 0
+    """Hand-over of the first chunk that carried a token of any channel (reasoning or answer)."""
+    first_answer_ns: int = 0
+    """Hand-over of the first chunk that carried an answer token."""
     attempts: list[Attempt] = field(default_factory=list)
     backoffs: list[Backoff] = field(default_factory=list)
 
@@ -263,12 +274,21 @@ class Timeline:
         headers = self.headers_ns
         if headers:
             if self.streaming:
-                first_output = self.first_output_ns or end
-                phases.append(Phase("first_token", headers, first_output))
-                if self.first_output_ns:
-                    phases.append(Phase("stream_drain", self.first_output_ns, end))
+                phases.extend(self._stream_phases(headers, end))
             else:
                 phases.append(Phase("response_read", headers, end))
+        return phases
+
+    def _stream_phases(self, headers: int, end: int) -> list[Phase]:
+        """first_token (headers -> first token of any channel), reasoning (first reasoning token ->
+        first answer token, or the end when no answer came), stream_drain (first answer -> end)."""
+        first_token = self.first_token_ns or end
+        phases = [Phase("first_token", headers, first_token)]
+        first_answer = self.first_answer_ns
+        if self.first_token_ns and first_answer != first_token:
+            phases.append(Phase("reasoning", first_token, first_answer or end))
+        if first_answer:
+            phases.append(Phase("stream_drain", first_answer, end))
         return phases
 
 
@@ -301,7 +321,7 @@ def subphase_attributes(children: Sequence[Phase]) -> Attributes:
     (``openai_latency.http.failed``, e.g. ``http.tls``)."""
     out: Attributes = {}
     for child in children:
-        out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = max(0, child.end_ns - child.start_ns) * 1e-9
+        out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = seconds(child.end_ns - child.start_ns)
         if sc.ERROR_TYPE in child.attributes and sc.OPENAI_LATENCY_HTTP_FAILED not in out:
             out[sc.OPENAI_LATENCY_HTTP_FAILED] = child.name
     return out

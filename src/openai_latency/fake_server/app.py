@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
-from . import payloads, respond
+from . import payloads, respond, stream_engine
 from .endpoints import ENDPOINTS, Call, route
 from .exchange import Request, ResponseWriter, ServerConnection
 from .payloads import JSON
@@ -148,11 +148,11 @@ class FakeApp:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
         out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
         if endpoint.output_id_from_argument and argument:
-            out = payloads.Output(argument.removeprefix("resp_"), model, out.words, out.prompt_tokens, script)
+            out = dataclasses.replace(out, id=argument.removeprefix("resp_"), cached_tokens=0)
         if endpoint.stream is not None and endpoint.streams(body, req.query):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             plan = endpoint.stream(out, include_usage)
-            return await respond.send_stream(conn, record, script, status, plan)
+            return await stream_engine.send_stream(conn, record, script, status, plan)
         if script.corrupt is not None:
             return await respond.send_corrupt(conn, record, script, script.corrupt, out)
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1

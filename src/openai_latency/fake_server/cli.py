@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import ssl
 import sys
 import threading
 from types import FrameType
 
+from . import script as script_module
 from .script import SCRIPT_KEYS, ScriptError
 from .server import FakeServer
+
+
+def _plain(text: str) -> str:
+    """reST markup off: ``code`` and :role:`target` become plain text."""
+    return re.sub(r":\w+:`~?\.?([^`]*)`", r"\1", text).replace("``", "")
+
+
+def script_help() -> str:
+    """The script keys' table and notes (the docstring of :mod:`.script`), as plain text."""
+    lines = []
+    in_table = False
+    for line in (script_module.__doc__ or "").splitlines():
+        if line.startswith("===="):
+            in_table = not in_table
+            continue
+        row = re.fullmatch(r"(\S.*?)(?:\s{2,}(.*))?|\s+(.*)", line) if in_table else None
+        if row is None:
+            lines.append(_plain(line))
+            continue
+        key, text, more = row.groups()
+        lines.append(f"  {_plain(key):<24}{_plain(text or '')}" if key else f"{'':26}{_plain(more)}")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -18,10 +42,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         prog=prog,
         description="OpenAI-compatible fake server with scripted latency. Every script key below is a "
         "server-wide default; a request overrides it with the header x-fake-<key>.",
+        epilog=script_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
     parser.add_argument(
-        "--port", type=int, default=8000, help="port, 0 for any free one (default: %(default)s)"
+        "--port", type=int, default=8418, help="port, 0 for any free one (default: %(default)s)"
     )
     parser.add_argument(
         "--certfile",

@@ -1,8 +1,9 @@
 """OpenAI wire-format bodies and SSE events, with deterministic text: ``"tok0 tok1 ..."``.
 
-One word per content chunk; usage counts those words as completion tokens and the words of the
-input as prompt tokens. Stream events are built as ready-to-send ``bytes`` (SSE text, not yet framed
-as HTTP chunks) from string templates, so a chunk costs a string join, not a ``json.dumps``.
+One word per content chunk (and per reasoning token: ``"think0 think1 ..."``); usage counts those
+words as completion tokens (reasoning included) and the words of the input as prompt tokens. Stream
+events are built as ready-to-send ``bytes`` (SSE text, not yet framed as HTTP chunks) from string
+templates, so a chunk costs a string join, not a ``json.dumps``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
 
@@ -64,12 +65,20 @@ def count_words(value: object) -> int:
 
 @dataclass(frozen=True, slots=True)
 class StreamPlan:
-    """A stream as data: the engine paces ``content`` and injects scripted faults between its chunks."""
+    """A stream as data, in the order it is sent: ``preamble`` at once; ``hidden_reasoning`` tokens of
+    silence; ``reasoning_open`` with the first of the paced ``reasoning`` tokens; ``reasoning_close``
+    with the first ``content`` chunk (or before the ``epilogue`` when there is none); ``content``
+    paced, with the scripted faults between its chunks; ``epilogue`` at once
+    (:mod:`.stream_engine`)."""
 
     preamble: list[Event]
     content: list[Event]
     epilogue: list[Event]
     error_event: Callable[[int], bytes]  # events sent so far -> the SSE text of an in-stream error
+    reasoning: list[Event] = field(default_factory=list)
+    hidden_reasoning: int = 0
+    reasoning_open: list[Event] = field(default_factory=list)
+    reasoning_close: list[Event] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,23 +91,40 @@ class Output:
     prompt_tokens: int
     script: Script
     cached_tokens: int = 0
+    reasoning: list[str] = field(default_factory=list)  # reasoning token texts, before the answer
 
     @property
     def text(self) -> str:
         return "".join(self.words)
 
     @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return len(self.reasoning)
+
+    @property
     def completion_tokens(self) -> int:
-        return len(self.words)
+        """Output tokens: the reasoning and the answer."""
+        return len(self.words) + len(self.reasoning)
+
+    @property
+    def chat_reasoning_field(self) -> str | None:
+        """The chat delta/message field that carries the reasoning (``None``: hidden)."""
+        mode = self.script.reasoning_mode
+        return mode if mode in ("reasoning_content", "reasoning") and self.reasoning else None
 
 
 def make_output(
     request_hex: str, model: str, prompt: object, script: Script, cache_hit: bool = False
 ) -> Output:
     words = [f"tok{i}" if i == 0 else f" tok{i}" for i in range(script.chunks)]
+    reasoning = [f"think{i}" if i == 0 else f" think{i}" for i in range(script.reasoning_tokens)]
     prompt_tokens = max(1, count_words(prompt))
     cached = prompt_tokens if cache_hit else 0
-    return Output(request_hex[:24], model, words, prompt_tokens, script, cached)
+    return Output(request_hex[:24], model, words, prompt_tokens, script, cached, reasoning)
 
 
 def _chat_error_event(_sent: int) -> bytes:
@@ -114,7 +140,7 @@ def _usage_chat(out: Output, n: int = 1) -> JSON:
         "total_tokens": out.prompt_tokens + completion,
         "prompt_tokens_details": {"cached_tokens": out.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": out.reasoning_tokens * n,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
@@ -162,6 +188,8 @@ def chat_json(out: Output, n: int) -> JSON:
         message["content"] = None
         call = {"name": "fake_tool", "arguments": "".join(_tool_arguments(out.words))}
         message["tool_calls"] = [{"id": f"call_{out.id}", "type": "function", "function": call}]
+    if (reasoning_field := out.chat_reasoning_field) is not None:
+        message[reasoning_field] = out.reasoning_text
     choices = [
         {"index": i, "message": message, "logprobs": None, "finish_reason": _finish_reason(out)}
         for i in range(n)
@@ -205,7 +233,15 @@ def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
         role = choice('{"role":"assistant","content":"","refusal":null}')
         content = [choice(f'{{"content":{dumps(word)}}}') for word in out.words]
     epilogue = _chunk_epilogue(out, head, choice("{}", dumps(_finish_reason(out))), include_usage)
-    return StreamPlan([("role", role)], [("content", c) for c in content], epilogue, _chat_error_event)
+    reasoning_field = out.chat_reasoning_field
+    if reasoning_field is None:  # hidden (also ``summary``: chat has no summaries)
+        reasoning: list[Event] = []
+        hidden = out.reasoning_tokens
+    else:
+        reasoning = [("reasoning", choice(f'{{"{reasoning_field}":{dumps(w)}}}')) for w in out.reasoning]
+        hidden = 0
+    content_events = [("content", c) for c in content]
+    return StreamPlan([("role", role)], content_events, epilogue, _chat_error_event, reasoning, hidden)
 
 
 # -- legacy completions ----------------------------------------------------------------------------
@@ -237,7 +273,9 @@ def completion_stream(out: Output, include_usage: bool) -> StreamPlan:
         return sse(f'{head}{{"text":{dumps(text)},"index":0,"logprobs":null,"finish_reason":{finish}}}]}}')
 
     epilogue = _chunk_epilogue(out, head, choice("", dumps(_finish_reason(out))), include_usage)
-    return StreamPlan([], [("text", choice(word)) for word in out.words], epilogue, _chat_error_event)
+    content = [("text", choice(word)) for word in out.words]
+    # completions have no reasoning field: the reasoning is always hidden (silence, and usage)
+    return StreamPlan([], content, epilogue, _chat_error_event, hidden_reasoning=out.reasoning_tokens)
 
 
 # -- other endpoints -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Writing one response: the common headers, a JSON body, a canned one, a corrupt one, and the stream
-engine that paces a :class:`~.payloads.StreamPlan` and injects the scripted faults.
+"""Writing one response: the common headers, a JSON body, a canned one, a corrupt one (the stream
+engine, which paces a :class:`~.payloads.StreamPlan`, is :mod:`.stream_engine`).
 
 Every function logs in the record what it did (status, ``headers_sent_ns``, ``(kind, ns)`` events
 taken right after each write returned) and returns the request's outcome.
@@ -7,14 +7,13 @@ taken right after each write returned) and returns the request's outcome.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from . import payloads
 from .exchange import ResponseWriter
-from .payloads import JSON, StreamPlan
+from .payloads import JSON
 from .records import Outcome, RequestRecord
 from .script import DEFAULT_RATE_LIMITS, Script
 
@@ -52,7 +51,7 @@ def response_headers(
     ]
 
 
-async def _send_head(
+async def send_head(
     conn: ResponseWriter,
     record: RequestRecord,
     status: int,
@@ -67,7 +66,7 @@ async def _send_head(
     return sent
 
 
-def _disconnect(conn: ResponseWriter, record: RequestRecord) -> Outcome:
+def disconnect(conn: ResponseWriter, record: RequestRecord) -> Outcome:
     """The ``disconnect`` fault (and ``corrupt=truncated``): give up on the response mid-way."""
     conn.abort()
     record.events.append(("disconnect", time.perf_counter_ns()))
@@ -86,14 +85,14 @@ async def send_json(
     head = response_headers(record, script, JSON_TYPE, False, extra)
     done: Outcome = "ok" if status < 400 else "error"
     if script.body_delay <= 0 and script.disconnect_after is None:
-        sent = await _send_head(conn, record, status, head, len(payload), payload)
+        sent = await send_head(conn, record, status, head, len(payload), payload)
         assert record.headers_sent_ns is not None
         record.events.append(("body", record.headers_sent_ns))  # the body went in the same write
         return done if sent else "client_closed"
-    if not await _send_head(conn, record, status, head, len(payload)):
+    if not await send_head(conn, record, status, head, len(payload)):
         return "client_closed"
     if script.disconnect_after is not None:
-        return _disconnect(conn, record)
+        return disconnect(conn, record)
     if not await conn.sleep(script.body_delay) or not await conn.send_body(payload, end=True):
         return "client_closed"
     record.events.append(("body", time.perf_counter_ns()))
@@ -104,9 +103,9 @@ async def send_canned(conn: ResponseWriter, record: RequestRecord, canned: paylo
     head = [("content-type", canned.content_type), ("x-request-id", record.request_id)]
     if not canned.stream:
         body = b"".join(canned.pieces)
-        sent = await _send_head(conn, record, canned.status, head, len(body), body)
+        sent = await send_head(conn, record, canned.status, head, len(body), body)
         return "ok" if sent else "client_closed"
-    sent = await _send_head(conn, record, canned.status, head, None)
+    sent = await send_head(conn, record, canned.status, head, None)
     for index, piece in enumerate(canned.pieces):
         if not sent or not await conn.send_body(piece, end=index == len(canned.pieces) - 1):
             return "client_closed"
@@ -125,69 +124,9 @@ async def send_corrupt(
         payload = good[: len(good) // 2]
     head = response_headers(record, script, JSON_TYPE, False)
     if corrupt != "truncated":
-        sent = await _send_head(conn, record, 200, head, len(payload), payload)
+        sent = await send_head(conn, record, 200, head, len(payload), payload)
         return "ok" if sent else "client_closed"
-    sent = await _send_head(conn, record, 200, head, len(payload))
+    sent = await send_head(conn, record, 200, head, len(payload))
     if not sent or not await conn.send_body(payload[: len(payload) // 2]):
         return "client_closed"
-    return _disconnect(conn, record)
-
-
-async def send_stream(
-    conn: ResponseWriter,
-    record: RequestRecord,
-    script: Script,
-    status: int,
-    plan: StreamPlan,
-) -> Outcome:
-    if not await _send_head(conn, record, status, response_headers(record, script, SSE_TYPE, True), None):
-        return "client_closed"
-    events = record.events
-    emitted = 0
-
-    async def emit(kind: str, data: bytes, last: bool = False) -> bool:
-        nonlocal emitted
-        if not await conn.send_body(data, end=last):
-            return False
-        events.append((kind, time.perf_counter_ns()))
-        emitted += 1
-        return True
-
-    for kind, data in plan.preamble:
-        if not await emit(kind, data):
-            return "client_closed"
-    faults = [
-        (n, fault)
-        for n, fault in (
-            (script.disconnect_after, "disconnect"),
-            (script.malformed_after, "malformed"),
-            (script.stream_error_after, "error_event"),
-        )
-        if n is not None
-    ]
-    cut, fault = min(faults) if faults else (-1, "")
-    rng = random.Random(script.seed) if script.jitter > 0 else None
-    content = plan.content
-    if script.corrupt == "wrong-shape" and content:
-        content = [(content[0][0], payloads.sse(payloads.dumps(payloads.WRONG_SHAPE))), *content[1:]]
-    for i in range(len(content) + 1):
-        pause = script.stall if script.stall_after == i else 0.0
-        if i < len(content):
-            if i == 0:
-                pause += script.ttft
-            else:
-                gap = script.chunk_delay + (rng.uniform(-script.jitter, script.jitter) if rng else 0.0)
-                pause += max(0.0, gap)
-        if not await conn.sleep(pause):
-            return "client_closed"
-        if i == cut:
-            if fault == "disconnect":
-                return _disconnect(conn, record)
-            data = payloads.MALFORMED if fault == "malformed" else plan.error_event(emitted)
-            return "error" if await emit(fault, data, last=True) else "client_closed"
-        if i < len(content) and not await emit(*content[i]):
-            return "client_closed"
-    for index, (kind, data) in enumerate(plan.epilogue):
-        if not await emit(kind, data, last=index == len(plan.epilogue) - 1):
-            return "client_closed"
-    return "ok" if status < 400 else "error"
+    return disconnect(conn, record)

@@ -6,6 +6,7 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ==========================  =====================================================================
 ``delay-ms``                wait before the response headers (every request, failures included)
 ``ttft-ms``                 stream: after the role-only first chunk, before the first content chunk
+                            (with reasoning: before the first reasoning token)
 ``chunks``                  content chunks, one word each: ``"tok0"``, ``" tok1"``, ... (default 5)
 ``chunk-delay-ms``          stream: between content chunks
 ``jitter-ms``, ``seed``     each chunk delay += uniform(-jitter, +jitter), floored at 0; ``seed``
@@ -47,8 +48,42 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``prompt-cache``            ``1``: a prompt (model + messages/input) seen before is a cache hit:
                             usage reports all its input tokens as ``cached_tokens``
 ``cached-ttft-ms``          ``ttft-ms`` of a cache hit (default: ``ttft-ms``)
-``ratelimit-<name>``        ``x-ratelimit-<name>`` header; defaults in :data:`DEFAULT_RATE_LIMITS`
+``reasoning-tokens``        N tokens the model "thinks" before the answer (default 0), words
+                            ``"think0"``, ``" think1"``, ...; usage counts them (completion/output
+                            tokens = N + ``chunks``; ``reasoning_tokens`` = N) in every mode
+``reasoning-delay-ms``      stream: the pace D of reasoning tokens: the first is due ``ttft-ms``
+                            after the role chunk (Responses: the opening events), each next one D
+                            later, and the first answer chunk D after the last (no jitter)
+``reasoning-mode``          how the reasoning reaches the client: ``reasoning_content`` (default;
+                            chat ``delta.reasoning_content``), ``reasoning`` (chat
+                            ``delta.reasoning``), ``hidden`` (nothing: silence for ``ttft-ms`` +
+                            N x D), ``summary`` (Responses: hidden, then N
+                            ``reasoning_summary_text.delta`` events at pace D; chat: as ``hidden``).
+                            Responses stream the first two as ``response.reasoning_text.delta`` in
+                            a ``reasoning`` output item; completions always hide the reasoning
+``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
+                            1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
+
+Reasoning, in detail. A stream with N reasoning tokens at pace D goes: headers (after ``delay-ms``),
+the role chunk, ``ttft-ms``, reasoning token 0, D, token 1, ... token N-1, D, answer chunk 0, then
+the answer as without reasoning (``chunk-delay-ms``, ``jitter-ms``, stalls). Hidden reasoning keeps
+the same timeline without sending the reasoning tokens; ``summary`` adds, after that silence, N summary
+deltas at pace D (each followed by D, like streamed reasoning: they are not counted as extra tokens).
+With no answer chunks (``chunks`` 0) the finish follows the last reasoning token at once, like a stream
+capped while reasoning. "after N" keys (stalls, faults) count answer chunks only. Non-stream responses
+keep their own timing (``delay-ms``, ``body-delay-ms``: script the thinking time there) and carry the
+reasoning words in chat ``message.reasoning_content`` / ``message.reasoning`` (none when hidden) and in
+a Responses ``reasoning`` output item (``content`` reasoning text, or ``summary``). The request fields
+``reasoning_effort`` (chat) and ``reasoning.effort`` (Responses) are accepted and ignored.
+
+Pacing. With ``write-batch`` 1 each token is written on its own, its pause after the previous write
+(every gap is at least the scripted one). With K > 1 tokens are due at absolute deadlines (pause after
+pause from the end of the opening events), and the server writes a batch of K (non-token events
+between them included) once its last token is due: the average pace stays right at a 1-2 ms pace,
+which one sleep per token cannot keep, and the client reads the batch coalesced. The log
+(:mod:`.records`) gives every event of a batch the time of that one write, and keeps each token's
+deadline apart (``RequestRecord.scripted_ns``, filled with K > 1 only).
 """
 
 from __future__ import annotations
@@ -62,6 +97,8 @@ HEADER_PREFIX: Final = "x-fake-"
 UsageMode = Literal["auto", "always", "never"]
 ResponseStatus = Literal["completed", "failed", "incomplete"]
 Corruption = Literal["invalid-json", "truncated", "wrong-shape"]
+ReasoningMode = Literal["reasoning_content", "reasoning", "hidden", "summary"]
+REASONING_MODES: Final[tuple[str, ...]] = ("reasoning_content", "reasoning", "hidden", "summary")
 
 #: Rate-limit headers sent on every response, by script key (the header is ``x-<key>``).
 DEFAULT_RATE_LIMITS: Final[Mapping[str, str]] = {
@@ -202,6 +239,10 @@ class Script:
     every: tuple[tuple[int, str, str], ...] = ()
     prompt_cache: bool = False
     cached_ttft: float | None = None
+    reasoning_tokens: int = 0
+    reasoning_delay: float = 0.0
+    reasoning_mode: ReasoningMode = "reasoning_content"
+    write_batch: int = 1
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -222,6 +263,13 @@ def _count(key: str, value: str) -> int:
         raise ScriptError(key, f"expected an integer, got {value!r}") from None
     if number < 0:
         raise ScriptError(key, f"expected an integer >= 0, got {value!r}")
+    return number
+
+
+def _positive(key: str, value: str) -> int:
+    number = _count(key, value)
+    if number < 1:
+        raise ScriptError(key, f"expected an integer >= 1, got {value!r}")
     return number
 
 
@@ -304,6 +352,10 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "every": ("every", lambda k, v: _every(k, v)),
     "prompt-cache": ("prompt_cache", _flag),
     "cached-ttft-ms": ("cached_ttft", _ms),
+    "reasoning-tokens": ("reasoning_tokens", _count),
+    "reasoning-delay-ms": ("reasoning_delay", _ms),
+    "reasoning-mode": ("reasoning_mode", lambda k, v: _choice(k, v, REASONING_MODES)),
+    "write-batch": ("write_batch", _positive),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.
