@@ -190,10 +190,25 @@ def build() -> dict[str, Any]:
     d.row("Time to first token and decode speed")
     d.panel(
         "Time to first token p50 / p95 by model",
-        "openai_latency.time_to_first_token: operation start to the first chunk that carries output "
-        "(role-only chunks do not count), caller's own time excluded. Streams only. Exemplars link "
-        "to the trace.",
+        "openai_latency.time_to_first_token: operation start to the first generated token of any "
+        "channel, reasoning included (role-only chunks do not count), caller's own time excluded. "
+        "Streams only. Exemplars link to the trace.",
         p50_p95_by_model("openai_latency_time_to_first_token_seconds"),
+        unit="s",
+    )
+    d.panel(
+        "Time to first answer token p50 / p95 by model",
+        "openai_latency.time_to_first_answer_token: operation start to the first answer token. For a "
+        "reasoning model whose reasoning streams, the gap to the time to first token is its thinking "
+        "time; otherwise the two are equal.",
+        p50_p95_by_model("openai_latency_time_to_first_answer_token_seconds"),
+        unit="s",
+    )
+    d.panel(
+        "Thinking time p50 / p95 by model",
+        "openai_latency.reasoning.duration: first reasoning token to first answer token, for streams "
+        "whose reasoning reaches the client (hidden reasoning is inside the first-token time).",
+        p50_p95_by_model("openai_latency_reasoning_duration_seconds"),
         unit="s",
     )
     d.panel(
@@ -228,7 +243,7 @@ def build() -> dict[str, Any]:
         "Phase breakdown: mean seconds per call (stacked)",
         "openai_latency.phase.duration summed per phase and divided by the number of calls: the "
         "stack height is the mean call duration, each band the phase's share (request_build, "
-        "network_wait, retry_backoff, first_token, stream_drain, response_read).",
+        "network_wait, retry_backoff, first_token, reasoning, stream_drain, response_read).",
         [Query(sum_rate(phase, "openai_latency_phase_duration_seconds_sum") + PER_CALL, label(phase))],
         unit="s",
         stack=True,

@@ -37,7 +37,7 @@ class Scenario:
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "fast-stream",
-        30,
+        22,
         "gpt-4o-mini",
         True,
         {"x-fake-ttft-ms": "120", "x-fake-chunks": "30", "x-fake-chunk-delay-ms": "15"},
@@ -57,7 +57,26 @@ SCENARIOS: tuple[Scenario, ...] = (
         True,
         {"x-fake-ttft-ms": "2500", "x-fake-chunks": "20", "x-fake-chunk-delay-ms": "20"},
     ),
-    Scenario("reasoning-json", 7, "o3-mini", False, {"x-fake-delay-ms": "1800"}),
+    Scenario(
+        "reasoning-json",
+        7,
+        "o3-mini",
+        False,
+        {"x-fake-delay-ms": "1800", "x-fake-reasoning-tokens": "200", "x-fake-reasoning-mode": "hidden"},
+    ),
+    Scenario(
+        "reasoning-stream",
+        8,
+        "deepseek-reasoner",
+        True,
+        {
+            "x-fake-ttft-ms": "150",
+            "x-fake-reasoning-tokens": "40",
+            "x-fake-reasoning-delay-ms": "15",
+            "x-fake-chunks": "20",
+            "x-fake-chunk-delay-ms": "20",
+        },
+    ),
     Scenario(
         "retried-429",
         10,

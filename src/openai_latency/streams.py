@@ -190,10 +190,10 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
             if st.gaps is None:
                 st.gaps = array("q")
             st.gaps.append(gap)
+    elif index == 0:  # it waited while the caller was elsewhere
+        st.first_chunk_ns = t1 - st.consumer_ns
     else:
         st.buffered_chunks += 1
-        if index == 0:  # it waited while the caller was elsewhere
-            st.first_chunk_ns = t1 - st.consumer_ns
     st.last_activity_ns = t1
     channel = observe(st, item)
     if not channel:

@@ -139,6 +139,7 @@ PHASES = {
     "openai.network_wait",
     "openai.retry_backoff",
     "openai.first_token",
+    "openai.reasoning",
     "openai.stream_drain",
     "openai.response_read",
 }

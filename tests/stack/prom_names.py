@@ -75,6 +75,8 @@ OUR_METRICS: tuple[OtelMetric, ...] = (
     OtelMetric("gen_ai.client.operation.time_to_first_chunk", "s", "histogram", _attrs()),
     OtelMetric("gen_ai.client.operation.time_per_output_chunk", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.time_to_first_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.time_to_first_answer_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.reasoning.duration", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.time_per_output_token", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.phase.duration", "s", "histogram", _attrs("openai_latency.phase")),
     OtelMetric("openai_latency.retries", "{retry}", "counter", _attrs()),
