@@ -80,7 +80,8 @@ def main() -> None:
         added.append((wrapped - bare) / args.chunks / 1000)
     added.sort()
     median = added[len(added) // 2]
-    print(f"traced_stream adds {median:.2f} µs per {args.kind} chunk (median of {args.repeat}; budget 0.6 µs)")
+    per_chunk = f"{median:.2f} µs per {args.kind} chunk"
+    print(f"traced_stream adds {per_chunk} (median of {args.repeat}; budget 0.6 µs)")
 
 
 if __name__ == "__main__":
