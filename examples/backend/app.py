@@ -3,7 +3,7 @@
 Run it under auto-instrumentation so one trace shows the HTTP server span (FastAPI), the
 ``chat {model}`` operation span and its phases (openai-latency)::
 
-    OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=sk-fake \\
+    OPENAI_BASE_URL=http://127.0.0.1:8418/v1 OPENAI_API_KEY=sk-fake \\
     OTEL_SERVICE_NAME=example-backend \\
     opentelemetry-instrument uvicorn examples.backend.app:app --port 8080
 
@@ -18,6 +18,11 @@ the fake server (``python -m openai_latency.fake_server``) this scripts the late
 of that one call (``x-fake-ttft-ms``, ``x-fake-chunks``, ``x-fake-fail-attempts``, ...). The
 load generator (``python -m examples.loadgen``) uses it to mix fast, slow, retried and failing
 calls.
+
+Under ``opentelemetry-instrument`` the FastAPI instrumentation is applied again, in code, with
+``exclude_spans=["receive", "send"]``: one server span per request instead of one more span per
+ASGI message (a streamed answer sends one per chunk). ``EXAMPLE_ASGI_MESSAGE_SPANS=true`` keeps
+them. See README.md next to this file.
 """
 
 from __future__ import annotations
@@ -26,15 +31,40 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import fastapi
 import openai
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 DEFAULT_MODEL = os.environ.get("EXAMPLE_DEFAULT_MODEL", "gpt-4o-mini")
 FORWARDED_PREFIX = "x-fake-"
 
-app = FastAPI(title="openai-latency example backend")
+
+def without_asgi_message_spans() -> None:
+    """Re-applies ``opentelemetry-instrument``'s FastAPI instrumentation without the ASGI
+    ``http send`` / ``http receive`` spans, before the app is created.
+
+    Those spans (one per ASGI message: a streamed answer sends one per chunk) would outnumber the
+    LLM call's own spans in the trace, and Jaeger's critical path would run through them. Nothing
+    happens when the FastAPI instrumentation is not active (plain ``uvicorn``, or disabled with
+    ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=fastapi``), nor with ``EXAMPLE_ASGI_MESSAGE_SPANS=true``.
+    """
+    if os.environ.get("EXAMPLE_ASGI_MESSAGE_SPANS", "").strip().lower() == "true":
+        return
+    try:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    except ImportError:
+        return
+    instrumentor = FastAPIInstrumentor()  # the instance opentelemetry-instrument used (a singleton)
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+        instrumentor.instrument(exclude_spans=["receive", "send"])
+
+
+without_asgi_message_spans()
+# fastapi.FastAPI looked up now: the class the instrumentation put there, with its current settings
+app = fastapi.FastAPI(title="openai-latency example backend")
 
 _client: openai.AsyncOpenAI | None = None
 
@@ -44,7 +74,7 @@ def client() -> openai.AsyncOpenAI:
     global _client
     if _client is None:
         _client = openai.AsyncOpenAI(
-            base_url=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"),
+            base_url=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8418/v1"),
             api_key=os.environ.get("OPENAI_API_KEY", "sk-fake-demo"),
             max_retries=int(os.environ.get("EXAMPLE_MAX_RETRIES", "2")),
             timeout=float(os.environ.get("EXAMPLE_TIMEOUT_S", "60")),

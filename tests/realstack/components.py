@@ -265,7 +265,9 @@ def backend_env(otlp_endpoint: str, llm_base_url: str) -> dict[str, str]:
     return env
 
 
-def start_backend(stack: Stack, name: str, otlp_endpoint: str, llm_base_url: str) -> Backend:
+def start_backend(
+    stack: Stack, name: str, otlp_endpoint: str, llm_base_url: str, extra_env: dict[str, str] | None = None
+) -> Backend:
     port = free_port()
     command = list(compose_service("example")["command"])
     assert command[:2] == ["opentelemetry-instrument", "uvicorn"], command
@@ -275,7 +277,7 @@ def start_backend(stack: Stack, name: str, otlp_endpoint: str, llm_base_url: str
     service = stack.start(
         name,
         argv,
-        env=backend_env(otlp_endpoint, llm_base_url),
+        env={**backend_env(otlp_endpoint, llm_base_url), **(extra_env or {})},
         ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
         startup_timeout=40,
     )

@@ -231,7 +231,12 @@ def scale_out(binaries: Binaries, module_dir: Path) -> Iterator[ScaleOut]:
             module_dir / "prometheus",
         )
         _, llm_url = start_fake_llm(stack, "fake-llm")
-        backend = start_backend(stack, "example", agent.otlp_endpoint, llm_url)
+        # Our spans of a call all end when it ends; the ASGI per-chunk spans end while the answer
+        # streams, so some traces leave the app (and reach a gateway) in several batches, the case
+        # test_kept_traces_are_complete needs (the example leaves them out by default).
+        backend = start_backend(
+            stack, "example", agent.otlp_endpoint, llm_url, extra_env={"EXAMPLE_ASGI_MESSAGE_SPANS": "true"}
+        )
         started = time.time()
         outcomes = load.run(backend.url, list(JOBS), concurrency=10)
         (module_dir / "load.json").write_text(json.dumps([[*k, v] for k, v in outcomes.items()]))

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from openai_latency.fake_server.cli import build_parser
+
 from .conftest import ROOT, load_yaml, load_yaml_text, require_tool
 
 OVERRIDE = "deploy/compose.scale-out.yml"
@@ -18,6 +20,7 @@ OVERRIDE = "deploy/compose.scale-out.yml"
 NO_IN_CONTAINER_PROBE = {"collector", "otel-gateway"}
 # One-shot or client-only services.
 NOT_SERVERS = {"collector-ready", "otlp-out-init", "loadgen"}
+FAKE_PORT: int = build_parser().get_default("port")
 
 
 def compose(*files: str) -> subprocess.CompletedProcess[str]:
@@ -116,10 +119,25 @@ def test_example_runs_under_opentelemetry_instrument_against_the_fake_server() -
     example = svcs["example"]
     assert example["command"][0] == "opentelemetry-instrument"
     env = example["environment"]
-    assert env["OPENAI_BASE_URL"] == "http://fake-llm:8000/v1"
+    assert env["OPENAI_BASE_URL"] == f"http://fake-llm:{FAKE_PORT}/v1"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4317"
     fake = svcs["fake-llm"]["command"]
     assert fake[:3] == ["python", "-m", "openai_latency.fake_server"]
+
+
+def test_the_fake_server_runs_on_its_default_port_everywhere() -> None:
+    """The CLI's default (no known provider's: tests/test_default_port.py) is the port of the compose
+    service, its image and the example backend's default base URL."""
+    fake = services()["fake-llm"]
+    command = fake["command"]
+    assert command[command.index("--port") + 1] == str(FAKE_PORT)
+    assert fake["ports"] == [f"{FAKE_PORT}:{FAKE_PORT}"]
+    assert f"http://127.0.0.1:{FAKE_PORT}/v1/models" in " ".join(fake["healthcheck"]["test"])
+    dockerfile = (ROOT / "deploy" / "docker" / "Dockerfile").read_text()
+    assert f"EXPOSE {FAKE_PORT}\n" in dockerfile
+    assert f'"--port", "{FAKE_PORT}"]' in dockerfile
+    app = (ROOT / "examples" / "backend" / "app.py").read_text()
+    assert f'"OPENAI_BASE_URL", "http://127.0.0.1:{FAKE_PORT}/v1"' in app
 
 
 def test_prometheus_runs_with_exemplar_storage() -> None:
