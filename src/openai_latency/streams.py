@@ -65,21 +65,22 @@ def _observe_chat(st: StreamStats, chunk: Any) -> int:
         delta = getattr(choice, "delta", None)
         if delta is None:
             continue
-        if (
-            getattr(delta, "content", None)
-            or getattr(delta, "tool_calls", None)
-            or getattr(delta, "refusal", None)
-        ):
-            channel |= ANSWER  # a delta with both (a server's last reasoning piece) counts as answer
-        else:
-            extra = getattr(delta, "__pydantic_extra__", _MISSING)
-            if extra is _MISSING:
-                if _reasoning_attribute(delta):
-                    channel |= REASONING
-            elif extra and (
+        if getattr(delta, "content", None):
+            channel |= ANSWER  # a delta with reasoning too (a server's last piece) counts as answer
+            continue
+        extra = getattr(delta, "__pydantic_extra__", _MISSING)
+        if extra is _MISSING:
+            reasoning: Any = _reasoning_attribute(delta)
+        elif extra:
+            reasoning = (
                 extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details")
-            ):
-                channel |= REASONING
+            )
+        else:
+            reasoning = None
+        if reasoning:  # read before tool calls and refusals: a reasoning chunk skips two reads
+            channel |= REASONING
+        elif getattr(delta, "tool_calls", None) or getattr(delta, "refusal", None):
+            channel |= ANSWER
     return channel
 
 
