@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from openai_latency.cli.bench_config import Slo
-from openai_latency.cli.bench_output import render_csv, render_text
-from openai_latency.cli.bench_stats import target_stats
-from openai_latency.cli.otlp_json import ReadStats, read_spans
-from openai_latency.cli.report_collect import collect_calls
-from openai_latency.cli.tree import format_duration
+from openai_latency.cli.bench.output import render_csv, render_text
+from openai_latency.cli.bench.plan import Slo
+from openai_latency.cli.bench.stats import target_stats
+from openai_latency.cli.render.text import format_duration
+from openai_latency.cli.spans.collect import collect_calls
+from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server.records import RequestRecord
 from tests.bench_helpers import COMMAND, by_target, chat_records, max_in_flight, percentiles, run_cli, servers
 from tests.key_server import KeyServer

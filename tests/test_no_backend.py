@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from openai_latency.cli.otlp_json import ReadStats, read_spans
+from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server import FakeServer
 from tests.e2e.processes import disabled_instrumentations, tool
 

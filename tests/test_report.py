@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.cli import main
-from openai_latency.cli.tree import format_duration
+from openai_latency.cli.render.text import format_duration
 from openai_latency.fake_server import FakeServer
 from tests.otlp_files import write_jsonl
 from tests.spans import assert_same_shape

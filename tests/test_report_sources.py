@@ -27,10 +27,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.cli import main
-from openai_latency.cli.otlp_json import ReadStats, read_spans
-from openai_latency.cli.report_collect import collect_calls
-from openai_latency.cli.tree import format_duration
-from openai_latency.cli.waterfall import waterfall_lines
+from openai_latency.cli.render.text import format_duration
+from openai_latency.cli.render.waterfall import waterfall_lines
+from openai_latency.cli.spans.collect import collect_calls
+from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server import FakeServer
 from tests.jaeger_fake import FakeJaeger
 from tests.otlp_files import jaeger_traces, write_jsonl
@@ -260,7 +261,7 @@ def test_every_parser_gives_the_same_report(
 ) -> None:
     """msgspec (the cli extra), orjson, the standard library: the same report, also on lines the fast
     path hands to the general reader (base64 ids, a bad span, garbage, metrics)."""
-    from openai_latency.cli import otlp_json
+    from openai_latency.cli.spans import files as otlp_json
 
     assert otlp_json.JSON_PARSER == "msgspec"  # the test extra installs it
     lines = traces.jsonl.read_text().splitlines()

@@ -27,19 +27,18 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
-from .bench_config import Load, Plan, Target, Workload
-from .bench_record import TargetProgress
-from .bench_run import Runner, RunState, clients_for, groups, instrumented, progress_lines, share, supervise
-from .console import Progress
-from .spans import write_otlp_json
+from ..render.terminal import Progress
+from ..spans.write import write_otlp_json
+from .plan import Load, Plan, Target, Workload
+from .record import TargetProgress
+from .run import Runner, RunState, clients_for, groups, instrumented, progress_lines, share, supervise
 
 #: From "every worker is ready" to their common start: enough for each to see the go.
 START_MARGIN_S = 0.05
@@ -66,9 +65,11 @@ class Job:
     spans_file: str
 
 
-def run_in_workers(plan: Plan, requests: int | None, state: RunState, folder: str) -> list[str]:
-    """Every load level in ``--workers`` processes; their span files (the numbers ``state`` gets)."""
-    opts = plan.opts
+def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> list[str]:
+    """Every load level in ``--workers`` processes; their span files (the numbers ``state`` gets).
+    What goes wrong with a worker is said on ``err``."""
+    options, schedule = plan.options, plan.options.schedule
+    requests = schedule.requests
     context = multiprocessing.get_context(
         "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     )
@@ -88,34 +89,34 @@ def run_in_workers(plan: Plan, requests: int | None, state: RunState, folder: st
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        with Progress(lines, opts.progress) as progress:
+        with Progress(lines, options.progress, err) as progress:
             for number, (load, indices) in enumerate(_cells(plan)):
                 if state.interrupted:
                     break
-                parts = min(opts.workers, load.concurrency)
+                parts = min(schedule.workers, load.concurrency)
                 jobs = [
                     Job(
                         part=part,
                         parts=parts,
                         targets=plan.targets,
-                        workload=plan.workload,
+                        workload=options.workload,
                         indices=indices,
                         load=load,
                         requests=None if requests is None else share(requests, parts, part),
-                        seconds=opts.duration,
-                        ramp=load.ramp(opts.ramp_up),
-                        warmup=share(opts.warmup, parts, part) if number == 0 else 0,
-                        warmup_ramp=load.ramp(opts.ramp_up),
-                        seed=opts.seed,
-                        timeout=opts.timeout,
-                        max_retries=opts.max_retries,
+                        seconds=schedule.duration,
+                        ramp=load.ramp(schedule.ramp_up),
+                        warmup=share(schedule.warmup, parts, part) if number == 0 else 0,
+                        warmup_ramp=load.ramp(schedule.ramp_up),
+                        seed=schedule.seed,
+                        timeout=options.timeout,
+                        max_retries=options.max_retries,
                         spans_file=os.path.join(folder, f"level{number}-worker{part}.jsonl"),
                     )
                     for part in range(parts)
                 ]
                 live.clear()
                 processes[:] = []
-                results = _run_level(context, jobs, processes, live, progress.update)
+                results = _run_level(context, jobs, processes, live, progress.update, err)
                 finished = _merged(finished, live.values())
                 for job, result in zip(jobs, results, strict=True):
                     if result is None:
@@ -131,7 +132,9 @@ def run_in_workers(plan: Plan, requests: int | None, state: RunState, folder: st
 def _cells(plan: Plan) -> list[tuple[Load, list[int]]]:
     """(load level, targets) in the order they run."""
     return [
-        (load, indices) for load in plan.loads for indices in groups(len(plan.targets), plan.opts.sequential)
+        (load, indices)
+        for load in plan.options.schedule.levels
+        for indices in groups(len(plan.targets), plan.options.schedule.sequential)
     ]
 
 
@@ -141,6 +144,7 @@ def _run_level(
     processes: list[Any],
     live: dict[int, dict[str, Any]],
     redraw: Callable[[], None],
+    err: TextIO,
 ) -> list[dict[str, Any] | None]:
     """Start the level's workers and, once all are set up (and warmed up), give them one start time;
     show their progress until they are done; each one's result (None: it failed)."""
@@ -173,7 +177,7 @@ def _run_level(
                 results[part] = payload
             else:
                 getting_ready.discard(part)
-                print(f"openai-latency bench: worker {part} failed: {payload}", file=sys.stderr)
+                print(f"openai-latency bench: worker {part} failed: {payload}", file=err)
         if not getting_ready and not go.is_set():
             origin.value = time.monotonic() + START_MARGIN_S  # the same clock in every process
             go.set()
@@ -184,7 +188,7 @@ def _run_level(
             print(
                 f"openai-latency bench: worker pid {process.pid} exited with status {process.exitcode}"
                 " before reporting: its requests are missing from the results",
-                file=sys.stderr,
+                file=err,
             )
     return results
 

@@ -1,9 +1,12 @@
-"""Finished spans -> the indented tree with durations that the README draws."""
+"""Finished SDK spans -> the indented tree with durations that the README draws (``demo --trees``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+
+from ..spans import names
+from .text import format_duration
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -11,27 +14,19 @@ if TYPE_CHECKING:
 
 # Attributes worth a glance next to each span, in this order.
 _SHOWN = (
-    "http.request.resend_count",
-    "http.response.status_code",
-    "error.type",
-    "openai_latency.connection.reused",
-    "openai_latency.retry.reason",
-    "openai_latency.retry.delay_source",
-    "openai_latency.stream.end_state",
-    "openai_latency.stream.chunks",
-    "openai_latency.stream.consumer_time",
-    "openai_latency.time_to_first_token",
-    "openai_latency.time_per_output_token",
-    "openai_latency.dominant_phase",
+    names.RESEND_COUNT,
+    names.STATUS_CODE,
+    names.ERROR_TYPE,
+    names.CONNECTION_REUSED,
+    names.RETRY_REASON,
+    names.RETRY_DELAY_SOURCE,
+    names.STREAM_END_STATE,
+    names.STREAM_CHUNKS,
+    names.STREAM_CONSUMER_TIME,
+    names.TIME_TO_FIRST_TOKEN,
+    names.TIME_PER_OUTPUT_TOKEN,
+    names.DOMINANT_PHASE,
 )
-
-
-def format_duration(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 0.001:
-        return f"{seconds * 1000:.1f} ms"
-    return f"{seconds * 1_000_000:.0f} µs"
 
 
 def _duration(span: ReadableSpan) -> float:

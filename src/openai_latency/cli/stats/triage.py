@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .report_stats import Call
+from ..spans.calls import Call
 
 #: A failure faster than this never waited for a model: credentials or configuration.
 FAST_FAILURE_S: Final = 0.100
@@ -149,20 +149,3 @@ def example_id(call: Call) -> str:
     if call.request_id:
         return call.request_id
     return f"trace {call.trace_id}" if call.trace_id else "-"
-
-
-def triage_lines(buckets: dict[str, Bucket], calls: int, indent: str = "  ") -> list[str]:
-    """A short text section: one line per bucket with counts, kinds and example ids."""
-    if not buckets:
-        return [f"{indent}triage: no failed, rate-limited or slow calls"]
-    lines = [f"{indent}triage:"]
-    for bucket in buckets.values():
-        kinds = ", ".join(f"{kind} {count}" for kind, count in bucket.kinds.most_common(4))
-        text = f"{indent}  {bucket.title}: {bucket.calls} of {calls} ({bucket.meaning})"
-        if kinds:
-            text += f"; {'dominant phase' if bucket.name == 'slow_success' else 'kinds'}: {kinds}"
-        if bucket.retries:
-            text += f"; {bucket.retries} retries, {bucket.backoff_s * 1000:.0f} ms backoff"
-        lines.append(text)
-        lines.append(f"{indent}    e.g. {', '.join(bucket.examples)}")
-    return lines

@@ -6,9 +6,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .otlp_json import ReadStats
-from .report_stats import HTTP_PHASES, Dist, GroupStats, PhaseStats, SlowCalls
-from .tree import format_duration
+from ..render.tables import table
+from ..render.text import format_duration, format_share, triple
+from ..spans.calls import Collected
+from ..spans.names import HTTP_PHASES, phase_sort_key
+from ..spans.span import ReadStats
+from ..stats.groups import GroupStats, PhaseStats, SlowCalls, phases_dict
+from ..stats.percentiles import Dist, dist_dict, json_number
 
 PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear', Hyndman-Fan type 7)"
 
@@ -22,7 +26,9 @@ def source_text(stats: ReadStats) -> str:
 # ---------------------------------------------------------------------------------------------- text
 
 
-def header_lines(stats: ReadStats, collected: Any, by: Sequence[str], threshold: float | None) -> list[str]:
+def header_lines(
+    stats: ReadStats, collected: Collected, by: Sequence[str], threshold: float | None
+) -> list[str]:
     files = f"{len(stats.files)} file" + ("s" if len(stats.files) != 1 else "") + f", {stats.lines} lines"
     if stats.jaeger is not None:
         files = source_text(stats)
@@ -38,23 +44,6 @@ def header_lines(stats: ReadStats, collected: Any, by: Sequence[str], threshold:
     lines.append(f"grouped by: {', '.join(by) or 'none'}; slow calls: duration {slow}")
     lines.append(f"percentiles: {PERCENTILE_METHOD}")
     return lines
-
-
-def table(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    result = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [
-            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
-        ]
-        result.append((indent + "   ".join(cells)).rstrip())
-    return result
-
-
-def _share(value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    return f"{value * 100:.0f}%" if value >= 0.1 else f"{value * 100:.1f}%"
 
 
 def _dist_row(name: str, dist: Dist | None, share: str = "") -> list[str]:
@@ -80,7 +69,7 @@ def _slow_text(slow: SlowCalls, calls: int) -> str:
         return text + "; no phases recorded"
     text += f"; dominant phase {slow.dominant} in {slow.dominant_calls} of {slow.calls}"
     if not math.isnan(slow.median_share):
-        text += f", median share {_share(slow.median_share)}"
+        text += f", median share {format_share(slow.median_share)}"
     others = [f"{name} {count}" for name, count in slow.by_phase.items() if name != slow.dominant]
     return text + (f" (others: {', '.join(others)})" if others else "")
 
@@ -95,9 +84,11 @@ def group_lines(groups: list[GroupStats], http: bool) -> list[str]:
             _dist_row("total", group.duration, "100%"),
         ]
         for phase in group.phases:
-            rows.append(_dist_row(phase.name, phase.dist, _share(phase.share)))
+            rows.append(_dist_row(phase.name, phase.dist, format_share(phase.share)))
             if http and phase.name == "network_wait":
-                rows += [_dist_row(f"  http.{sub.name}", sub.dist, _share(sub.share)) for sub in group.http]
+                rows += [
+                    _dist_row(f"  http.{sub.name}", sub.dist, format_share(sub.share)) for sub in group.http
+                ]
         for name, dist in (
             ("time_to_first_token", group.ttft),
             ("time_per_output_token", group.tpot),
@@ -110,12 +101,6 @@ def group_lines(groups: list[GroupStats], http: bool) -> list[str]:
     return lines
 
 
-def triple(dist: Dist | None) -> str:
-    if dist is None:
-        return "-"
-    return " / ".join(format_duration(value) for value in (dist.p50, dist.p95, dist.p99))
-
-
 def compare_lines(groups: list[GroupStats], http: bool) -> list[str]:
     names: list[str] = []
     for group in groups:
@@ -124,7 +109,13 @@ def compare_lines(groups: list[GroupStats], http: bool) -> list[str]:
     names.sort(key=order.index)
     by_phase = [{phase.name: phase for phase in group.phases} for group in groups]
     by_http = [{phase.name: phase for phase in group.http} for group in groups]
-    http_names = sorted({name for table in by_http for name in table}, key=_http_order) if http else []
+    http_names = (
+        sorted(
+            {name for table in by_http for name in table}, key=lambda name: phase_sort_key(name, HTTP_PHASES)
+        )
+        if http
+        else []
+    )
     two = len(groups) == 2
     header = ["p50 / p95 / p99", *(group.label for group in groups)] + (["B/A p50"] if two else [])
     rows = [header, ["calls", *(str(group.calls) for group in groups)] + ([""] if two else [])]
@@ -147,7 +138,7 @@ def compare_lines(groups: list[GroupStats], http: bool) -> list[str]:
     slow_row = ["slow: dominant phase"]
     for group in groups:
         slow = group.slow
-        share = "" if math.isnan(slow.median_share) else f", {_share(slow.median_share)}"
+        share = "" if math.isnan(slow.median_share) else f", {format_share(slow.median_share)}"
         slow_row.append(
             f"{slow.dominant} ({slow.dominant_calls}/{slow.calls}{share})" if slow.dominant else "-"
         )
@@ -160,10 +151,6 @@ def _dist(phase: PhaseStats | None) -> Dist | None:
     return None if phase is None else phase.dist
 
 
-def _http_order(name: str) -> tuple[int, str]:
-    return (HTTP_PHASES.index(name) if name in HTTP_PHASES else len(HTTP_PHASES), name)
-
-
 def _ratio(a: Dist | None, b: Dist | None) -> str:
     if a is None or b is None or a.p50 <= 0:
         return "-"
@@ -173,12 +160,12 @@ def _ratio(a: Dist | None, b: Dist | None) -> str:
 # ---------------------------------------------------------------------------------------------- json
 
 
-def _number(value: float) -> float | None:
-    return None if math.isnan(value) else value
-
-
 def json_report(
-    stats: ReadStats, collected: Any, by: Sequence[str], groups: list[GroupStats], threshold: float | None
+    stats: ReadStats,
+    collected: Collected,
+    by: Sequence[str],
+    groups: list[GroupStats],
+    threshold: float | None,
 ) -> dict[str, Any]:
     return {
         "input": {
@@ -200,10 +187,6 @@ def json_report(
     }
 
 
-def _json_phases(phases: list[PhaseStats]) -> dict[str, Any]:
-    return {phase.name: {**phase.dist.as_dict(), "share": phase.share} for phase in phases}
-
-
 def _json_group(group: GroupStats) -> dict[str, Any]:
     slow = group.slow
     return {
@@ -212,18 +195,18 @@ def _json_group(group: GroupStats) -> dict[str, Any]:
         "calls": group.calls,
         "errors": {"count": group.error_count, "by_type": group.errors},
         "duration": group.duration.as_dict(),
-        "phases": _json_phases(group.phases),
-        "http_phases": _json_phases(group.http),
-        "time_to_first_token": group.ttft.as_dict() if group.ttft else None,
-        "time_per_output_token": group.tpot.as_dict() if group.tpot else None,
-        "stream_consumer_time": group.consumer_time.as_dict() if group.consumer_time else None,
+        "phases": phases_dict(group.phases),
+        "http_phases": phases_dict(group.http),
+        "time_to_first_token": dist_dict(group.ttft),
+        "time_per_output_token": dist_dict(group.tpot),
+        "stream_consumer_time": dist_dict(group.consumer_time),
         "slow": {
             "rule": slow.rule,
             "threshold": slow.threshold,
             "calls": slow.calls,
             "dominant_phase": slow.dominant,
             "dominant_calls": slow.dominant_calls,
-            "median_share": _number(slow.median_share),
+            "median_share": json_number(slow.median_share),
             "by_phase": slow.by_phase,
         },
     }

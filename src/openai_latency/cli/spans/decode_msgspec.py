@@ -1,4 +1,4 @@
-"""The OTLP JSON reader's fast path when msgspec is installed (the ``cli`` extra).
+"""The OTLP JSON reader's fast path when msgspec is installed (the ``cli`` extra): a line -> spans.
 
 Each line is decoded straight into typed structs that hold only what a span needs (no dict per
 attribute, unknown fields skipped inside the parser), then into :class:`Span`. A line of any other
@@ -13,7 +13,9 @@ from typing import Any
 
 import msgspec
 
-from .otlp_values import Span, any_value, double
+from .decode import any_value, double
+from .names import SERVICE_NAME
+from .span import Span
 
 
 class _AnyValue(msgspec.Struct):
@@ -80,7 +82,7 @@ def decode_line(line: bytes) -> list[Span] | None:
         service = None
         if resource_spans.resource is not None:
             for item in resource_spans.resource.attributes:
-                if item.key == "service.name":
+                if item.key == SERVICE_NAME:
                     found = _value(item.value)
                     service = found if isinstance(found, str) else None
         for scope in resource_spans.scopeSpans:

@@ -17,11 +17,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
-from .args import Parser
-from .otlp_json import ReadStats, read_spans
-from .report_collect import collect_calls
-from .waterfall import waterfall_lines
+from ..args import EXIT_FAILED, EXIT_OK, Parser
+from ..render.waterfall import waterfall_lines
+from ..spans.collect import collect_calls
+from ..spans.files import read_spans
+from ..spans.span import ReadStats
 
 MODEL = "gpt-4o-mini"
 #: The two endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
@@ -46,7 +48,9 @@ COLLECTOR_IMAGE = "otel/opentelemetry-collector-contrib:0.143.0"
 STACK_OTLP = "localhost:4317"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
     parser = Parser(prog="openai-latency demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--trees", action="store_true", help="also draw four single calls as span trees")
     parser.add_argument(
@@ -56,12 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import openai  # noqa: F401
     except ImportError:
-        print("openai-latency demo: needs the cli extra: pip install 'openai-latency[cli]'", file=sys.stderr)
-        return 1
-    from ..fake_server import FakeServer
-    from .bench import main as bench
+        print("openai-latency demo: needs the cli extra: pip install 'openai-latency[cli]'", file=err)
+        return EXIT_FAILED
+    from ...fake_server import FakeServer
+    from ..bench.command import main as bench
 
-    out = opts.out or _new_file()
+    spans = opts.out or _new_file()
     started = time.monotonic()
     with (
         FakeServer.spawn(PROFILES["slow-first-token"]) as first,
@@ -75,27 +79,30 @@ def main(argv: list[str] | None = None) -> int:
             " one that hangs\n"
             f"benchmarked side by side: {REQUESTS} streamed requests each, 4 in flight, client timeout"
             f" {TIMEOUT_S:g} s, interleaved.\n",
+            file=out,
             flush=True,
         )
         argv_bench = [
             "--target", f"slow-first-token={first.base_url}", "--target", f"slow-network={net.base_url}",
             "--model", MODEL, "-n", str(REQUESTS), "-c", "4", "--warmup", "1", "--timeout", str(TIMEOUT_S),
-            "--max-retries", "1", "--slo", "ttft=400ms,e2e=1s", "--out", out, "--no-progress",
+            "--max-retries", "1", "--slo", "ttft=400ms,e2e=1s", "--out", spans, "--no-progress",
         ]  # fmt: skip
         os.environ.setdefault("OPENAI_API_KEY", "sk-demo-not-a-real-key")
-        code = bench(argv_bench)
-    if code != 0:
+        code = bench(argv_bench, out, err)
+    if code != EXIT_OK:
         return code
-    _waterfall(out)
-    print(f"\nEvery span is in {out} (OTLP JSON lines). Reread it:\n  openai-latency report {out}")
-    _jaeger_hint(Path(out).resolve())
+    _waterfall(spans, out)
+    print(
+        f"\nEvery span is in {spans} (OTLP JSON lines). Reread it:\n  openai-latency report {spans}", file=out
+    )
+    _jaeger_hint(Path(spans).resolve(), out)
     if opts.trees:
-        from .demo_trees import run_trees
+        from .trees import run_trees
 
-        print()
-        run_trees()
-    print(f"\n(demo took {time.monotonic() - started:.1f} s)")
-    return 0
+        print(file=out)
+        run_trees(out)
+    print(f"\n(demo took {time.monotonic() - started:.1f} s)", file=out)
+    return EXIT_OK
 
 
 def _new_file() -> str:
@@ -126,12 +133,12 @@ def replay_config(spans: Path) -> str:
     )
 
 
-def _jaeger_hint(spans: Path) -> None:
+def _jaeger_hint(spans: Path, out: TextIO) -> None:
     config = spans.with_name(spans.name.removesuffix(".jsonl") + ".otelcol.yaml")
     try:
         config.write_text(replay_config(spans), encoding="utf-8")
     except OSError as exc:
-        print(f"(could not write {config}: {exc.strerror or exc})")
+        print(f"(could not write {config}: {exc.strerror or exc})", file=out)
         return
     folder = spans.parent
     print(
@@ -141,12 +148,13 @@ def _jaeger_hint(spans: Path) -> None:
         f"  docker run --rm --network host -v {folder}:{folder}:ro {COLLECTOR_IMAGE} --config {config}\n"
         "open http://localhost:16686 (service openai-latency-bench) and stop the replay (Ctrl-C) once the"
         " traces are there. Your own app sends its spans to the same collector directly:\n"
-        "  OTEL_SERVICE_NAME=my-app opentelemetry-instrument python app.py"
+        "  OTEL_SERVICE_NAME=my-app opentelemetry-instrument python app.py",
+        file=out,
     )
 
 
-def _waterfall(path: str) -> None:
+def _waterfall(path: str, out: TextIO) -> None:
     calls = collect_calls(read_spans([path], ReadStats())).calls
-    print("\nThe slowest call, phase by phase (openai-latency report --waterfall 1):\n")
+    print("\nThe slowest call, phase by phase (openai-latency report --waterfall 1):\n", file=out)
     for line in waterfall_lines(calls, 1):
-        print("  " + line)
+        print("  " + line, file=out)

@@ -23,14 +23,13 @@ import glob
 import gzip
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .otlp_values import Span, any_value, attributes, fast_span, finite, objects
-
-__all__ = ["InputError", "ReadStats", "Skipped", "Span", "any_value", "finite", "read_spans", "without_gc"]
+from .decode import attributes, fast_span, objects
+from .names import SERVICE_NAME
+from .span import InputError, ReadStats, Span
 
 # Parsers, fastest first, same results: msgspec (the ``cli`` extra) decodes the usual lines straight
 # into spans; orjson, when installed, parses what the general reader reads; else the standard library.
@@ -45,52 +44,13 @@ except ImportError:  # pragma: no cover - depends on the environment
     JSON_PARSER = "json"
 _decode_line: Callable[[bytes], list[Span] | None] | None
 try:
-    from .otlp_msgspec import decode_line as _decode_line
+    from .decode_msgspec import decode_line as _decode_line
 
     JSON_PARSER = "msgspec"
 except ImportError:  # pragma: no cover - depends on the environment
     _decode_line = None
 
 SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-#: Stored per read; the count in :attr:`ReadStats.skipped_count` is complete.
-MAX_SKIPPED_KEPT = 20
-
-
-class InputError(Exception):
-    """The input cannot be read at all (no files, a missing path): the message is for the user."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    file: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}"
-
-
-@dataclass
-class ReadStats:
-    files: list[str] = field(default_factory=list)
-    lines: int = 0
-    blank_lines: int = 0
-    trace_documents: int = 0
-    #: Valid OTLP objects without spans (``resourceMetrics``/``resourceLogs`` lines of a shared directory).
-    other_documents: int = 0
-    spans: int = 0
-    #: Spans without ids or timestamps, left out.
-    bad_spans: int = 0
-    skipped: list[Skipped] = field(default_factory=list)
-    skipped_count: int = 0
-    #: The Jaeger query URL when the spans came from Jaeger (then ``files`` names the services read
-    #: and ``lines`` counts traces).
-    jaeger: str | None = None
-
-    def skip(self, file: str, line: int, reason: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < MAX_SKIPPED_KEPT:
-            self.skipped.append(Skipped(file, line, reason))
 
 
 @contextlib.contextmanager
@@ -249,7 +209,7 @@ def _read_document(document: Any, file: str, line: int, stats: ReadStats) -> lis
         for resource_span in objects(resource_spans):
             resource = resource_span.get("resource")
             resource_attributes = attributes(resource.get("attributes")) if isinstance(resource, dict) else {}
-            service = resource_attributes.get("service.name")
+            service = resource_attributes.get(SERVICE_NAME)
             service = service if isinstance(service, str) else None
             for scope_span in objects(resource_span.get("scopeSpans", resource_span.get("scope_spans"))):
                 spans = scope_span.get("spans")

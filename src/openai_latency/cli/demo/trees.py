@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
-from .tree import format_duration, render
+from ..render.span_tree import render
+from ..render.text import format_duration
+from ..spans import names
 
 MESSAGES = [{"role": "user", "content": "Why is my LLM call slow?"}]
 
@@ -20,10 +22,11 @@ MESSAGES = [{"role": "user", "content": "Why is my LLM call slow?"}]
 class Scenario:
     title: str
     explanation: str
-    run: Callable[[Any], None]
+    #: Makes the call; returns a note to print under the tree, if any.
+    run: Callable[[Any], str | None]
 
 
-def _streamed(client: Any) -> None:
+def _streamed(client: Any) -> str | None:
     script = {
         "x-fake-delay-ms": "150",
         "x-fake-ttft-ms": "120",
@@ -35,9 +38,10 @@ def _streamed(client: Any) -> None:
     )
     for _chunk in stream:
         pass
+    return None
 
 
-def _retried(client: Any) -> None:
+def _retried(client: Any) -> str | None:
     script = {
         "x-fake-fail-attempts": "1",
         "x-fake-fail-status": "429",
@@ -45,24 +49,27 @@ def _retried(client: Any) -> None:
         "x-fake-delay-ms": "80",
     }
     client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, extra_headers=script)
+    return None
 
 
-def _slow_consumer(client: Any) -> None:
+def _slow_consumer(client: Any) -> str | None:
     script = {"x-fake-ttft-ms": "60", "x-fake-chunks": "8", "x-fake-chunk-delay-ms": "60"}
     stream = client.chat.completions.create(
         model="gpt-4o-mini", messages=MESSAGES, stream=True, extra_headers=script
     )
     for _chunk in stream:
         time.sleep(0.04)  # the application's own work between chunks
+    return None
 
 
-def _failed(client: Any) -> None:
+def _failed(client: Any) -> str | None:
     try:
         client.chat.completions.create(
             model="gpt-4o-mini", messages=MESSAGES, extra_headers={"x-fake-error": "context_length_exceeded"}
         )
     except Exception as exc:  # the demo shows the error span; the SDK's exception is expected
-        print(f"   (the SDK raised {type(exc).__name__}, as it would without instrumentation)")
+        return f"   (the SDK raised {type(exc).__name__}, as it would without instrumentation)"
+    return None
 
 
 SCENARIOS = (
@@ -90,15 +97,15 @@ SCENARIOS = (
 )
 
 
-def run_trees() -> int:
+def run_trees(out: TextIO) -> int:
     """Each scenario's spans as a tree, with the one-line verdict (the largest phase)."""
     import openai
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from .. import OpenAILatencyInstrumentor
-    from ..fake_server import FakeServer
+    from ... import OpenAILatencyInstrumentor
+    from ...fake_server import FakeServer
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -109,27 +116,32 @@ def run_trees() -> int:
         with FakeServer() as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="sk-demo-not-a-real-key", max_retries=2)
             client.models.list()  # warm up: the SDK's lazy imports and the connection
-            print(f"Span trees: openai {openai.__version__} against the fake server at {server.base_url}")
+            print(
+                f"Span trees: openai {openai.__version__} against the fake server at {server.base_url}",
+                file=out,
+            )
             for scenario in SCENARIOS:
                 exporter.clear()
-                print(f"\n{scenario.title}\n   {scenario.explanation}\n")
-                scenario.run(client)
+                print(f"\n{scenario.title}\n   {scenario.explanation}\n", file=out)
+                note = scenario.run(client)
+                if note:
+                    print(note, file=out)
                 spans = exporter.get_finished_spans()
                 for line in render(list(spans)):
-                    print("   " + line)
-                _print_verdict(spans)
+                    print("   " + line, file=out)
+                _print_verdict(spans, out)
     finally:
         instrumentor.uninstrument()
     return 0
 
 
-def _print_verdict(spans: Any) -> None:
+def _print_verdict(spans: Any, out: TextIO) -> None:
     for span in spans:
         attributes = span.attributes or {}
-        phase = attributes.get("openai_latency.dominant_phase")
+        phase = attributes.get(names.DOMINANT_PHASE)
         if phase is None:
             continue
         total = (span.end_time - span.start_time) / 1e9
-        share = attributes.get(f"openai_latency.phase.{phase}", 0.0)
+        share = attributes.get(f"{names.PHASE_PREFIX}{phase}", 0.0)
         total_text, share_text = format_duration(total), format_duration(share)
-        print(f"\n   -> {total_text} in all; the largest phase is {phase} ({share_text})")
+        print(f"\n   -> {total_text} in all; the largest phase is {phase} ({share_text})", file=out)

@@ -18,8 +18,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .otlp_json import Span
-from .report_stats import PHASE_KEY, Call, Collected, Interval, is_operation, new_call, ours
+from .calls import Call, Collected, Interval, is_operation, new_call, ours
+from .names import HTTP_PREFIX, PHASE
+from .span import Span
 
 #: A phase span waiting for its parent: (span id, phase, start ns, end ns); a plain tuple (cheapest).
 _Child = tuple[str, str, int, int]
@@ -116,17 +117,14 @@ class _Collector:
         return collected
 
 
-#: phase_spans=phases: a network_wait span's http.* sub-phases as its attributes, in seconds
-#: (``openai_latency.http.connect``...; ``openai_latency.http.failed`` names one and is skipped).
-HTTP_ATTRIBUTE_PREFIX = "openai_latency.http."
-_HTTP_PREFIX_LENGTH = len(HTTP_ATTRIBUTE_PREFIX)
+_HTTP_PREFIX_LENGTH = len(HTTP_PREFIX)
 
 
 def _http_attributes(attributes: dict[str, Any]) -> dict[str, float]:
     return {
         key[_HTTP_PREFIX_LENGTH:]: value
         for key, value in attributes.items()
-        if key.startswith(HTTP_ATTRIBUTE_PREFIX) and value.__class__ is float and math.isfinite(value)
+        if key.startswith(HTTP_PREFIX) and value.__class__ is float and math.isfinite(value)
     }
 
 
@@ -140,7 +138,7 @@ def collect(spans: Iterable[Span], intervals: bool = True) -> Collected:
     children, phase_names, add = collector.children, collector.phase_names, collector.add
     phase_spans = 0
     for span in spans:
-        phase = span.attributes.get(PHASE_KEY)
+        phase = span.attributes.get(PHASE)
         if phase.__class__ is str:
             phase_spans += 1
             key = span.trace_id + span.parent_span_id

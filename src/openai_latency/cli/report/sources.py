@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from .jaeger import DEFAULT_LIMIT, DEFAULT_LOOKBACK, parse_lookback, read_jaeger
-from .otlp_json import ReadStats, Span, read_spans
+from .. import args as arguments
+from ..spans.files import read_spans
+from ..spans.jaeger import DEFAULT_LIMIT, DEFAULT_LOOKBACK, parse_lookback, read_jaeger
+from ..spans.span import ReadStats, Span
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +29,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     )
     jaeger.add_argument(
         "--limit",
-        type=_positive_int,
+        type=arguments.count,
         metavar="N",
         help=f"with --jaeger: at most N traces per service (default: {DEFAULT_LIMIT})",
     )
@@ -58,13 +60,3 @@ def _lookback(text: str) -> float:
         return parse_lookback(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value

@@ -19,11 +19,9 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from .report_stats import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, PHASE_KEY
+from ..spans import names
+from ..spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
 
-USAGE_ESTIMATED = "openai_latency.usage.estimated"
-
-BENCH_WARMUP = "openai_latency.bench.warmup"
 ROLLING = 50  # requests in the progress display's rolling p50
 
 
@@ -69,8 +67,8 @@ class Recorder(SpanProcessor):
         attributes = span.attributes or {}
         if attributes.get(BENCH_WARMUP):
             return
-        operation = PHASE_KEY not in attributes and "gen_ai.operation.name" in attributes
-        if operation and attributes.get(USAGE_ESTIMATED) and "gen_ai.usage.output_tokens" not in attributes:
+        operation = names.PHASE not in attributes and names.OPERATION_NAME in attributes
+        if operation and attributes.get(names.USAGE_ESTIMATED) and names.OUTPUT_TOKENS not in attributes:
             tag = TAG.get()  # the stream ends in its request's task
             if tag is not None and tag.content_chunks:
                 span = _with_attributes(span, {BENCH_OUTPUT_CHUNKS: tag.content_chunks})
@@ -79,9 +77,9 @@ class Recorder(SpanProcessor):
         if isinstance(target, str) and operation:
             progress = self.progress.setdefault(target, TargetProgress())
             progress.done += 1
-            if "error.type" in attributes:
+            if names.ERROR_TYPE in attributes:
                 progress.errors += 1
-            ttft = attributes.get("openai_latency.time_to_first_token")
+            ttft = attributes.get(names.TIME_TO_FIRST_TOKEN)
             if isinstance(ttft, float):
                 progress.ttft.append(ttft)
 

@@ -1,4 +1,4 @@
-"""OTLP/JSON values -> Python: the :class:`Span` the report reads, and the decoding of one span object.
+"""OTLP/JSON span objects -> :class:`~.span.Span`: the usual shape fast, any accepted shape checked.
 
 :func:`fast_span` handles the usual shape (what the collector and the SDK encoders write) with few
 checks and falls back to the checked decoding for anything else, so both give the same span.
@@ -8,29 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from .span import Span
+
 _STATUS_ERROR = 2
-
-
-@dataclass(slots=True)
-class Span:
-    trace_id: str
-    span_id: str
-    parent_span_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    status_error: bool = False
-    service: str | None = None
-
-    @property
-    def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e9
 
 
 def objects(value: Any) -> Iterator[dict[str, Any]]:
@@ -180,11 +163,3 @@ def double(value: Any) -> float | None:
         except ValueError:
             return None
     return None
-
-
-def finite(value: Any) -> float | None:
-    """A finite float from an attribute value, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None

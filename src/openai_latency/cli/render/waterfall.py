@@ -20,8 +20,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .report_stats import PHASES, Call, Interval
-from .tree import format_duration
+from ..spans.calls import Call, Interval
+from ..spans.names import phase_rank
+from .text import format_duration
 
 BAR = "█"
 ASCII_BAR = "#"
@@ -115,7 +116,7 @@ def _intervals(call: Call, http: bool) -> tuple[list[Interval], bool]:
     # only the summed attributes: one bar per phase, in the order of a call, back to back
     start = call.start_ns
     result = []
-    for phase in sorted(call.phases, key=lambda name: PHASES.index(name) if name in PHASES else len(PHASES)):
+    for phase in sorted(call.phases, key=phase_rank):
         end = start + round(call.phases[phase] * 1e9)
         result.append(Interval(phase, start, end, 0))
         start = end

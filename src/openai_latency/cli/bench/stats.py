@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bench_config import Slo
-from .report_stats import Call, Dist, GroupStats, summarize
-from .triage import Bucket, triage
+from ..spans.calls import Call
+from ..stats.groups import GroupStats, group, summarize
+from ..stats.percentiles import Dist
+from ..stats.triage import Bucket, triage
+from .plan import Slo
 
 
 @dataclass
@@ -80,28 +82,26 @@ def target_stats(
     finished = []
     for call in calls:
         if call.category == "cancelled":
-            key = tuple(call.keys[name] for name in by)
-            cancelled[key] = cancelled.get(key, 0) + 1
+            values = tuple(call.keys[name] for name in by)
+            cancelled[values] = cancelled.get(values, 0) + 1
         else:
             finished.append(call)
     result = []
-    for group in summarize(finished, by, slow_threshold):
-        members = [call for call in finished if all(call.keys[k] == v for k, v in group.key.items())]
-        gaps = (chunk_gaps or {}).get((group.key.get("target", ""), group.key.get("load", "")), [])
-        result.append(
-            _stats(group, members, slo, client_timeout, gaps, cancelled.get(tuple(group.key.values()), 0))
-        )
+    for summary in summarize(group(finished, by), slow_threshold):
+        key = summary.key
+        gaps = (chunk_gaps or {}).get((key.get("target", ""), key.get("load", "")), [])
+        result.append(_stats(summary, slo, client_timeout, gaps, cancelled.get(tuple(key.values()), 0)))
     return result
 
 
 def _stats(
     group: GroupStats,
-    calls: list[Call],
     slo: Slo,
     client_timeout: float | None,
     gaps: list[float],
     cancelled: int,
 ) -> TargetStats:
+    calls = group.group.members
     ok = [call for call in calls if call.error_type is None]
     tokens = sum(call.output_tokens or 0 for call in ok)
     start = min(call.start_ns for call in calls)
@@ -163,18 +163,6 @@ class Difference:
     #: The http.* sub-phase that differs most inside network_wait, when it was recorded.
     inner: tuple[str, float, float] | None
 
-    def sentence(self) -> str:
-        (low_name, low), (high_name, high) = self.low, self.high
-        ratio = f", x{high / low:.1f}" if low > 0 else ""
-        text = (
-            f"The phase that differs most between targets: {self.phase}"
-            f" (median per call {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
-        )
-        if self.inner is not None:
-            name, inner_high, inner_low = self.inner
-            text += f"; inside it http.{name} ({_ms(inner_high)} vs {_ms(inner_low)})"
-        return text + "."
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase,
@@ -182,10 +170,6 @@ class Difference:
             "slowest": {"target": self.high[0], "median_per_call": self.high[1]},
             "inner_http_phase": self.inner[0] if self.inner else None,
         }
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
 
 
 def differs_most(stats: Sequence[TargetStats]) -> Difference | None:

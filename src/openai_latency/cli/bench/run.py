@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bench_config import Load, Target, Workload
-from .bench_record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
+from .plan import Load, Target, Workload
+from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 
 
 @dataclass
@@ -85,7 +85,7 @@ def instrumented() -> Iterator[Recorder]:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from .. import OpenAILatencyInstrumentor
+    from ... import OpenAILatencyInstrumentor
 
     recorder = Recorder()
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))

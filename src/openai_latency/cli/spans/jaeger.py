@@ -1,4 +1,4 @@
-"""Read spans from Jaeger's HTTP query API (what the Jaeger UI uses), as :class:`~.otlp_json.Span`.
+"""Read spans from Jaeger's HTTP query API (what the Jaeger UI uses), as :class:`~.span.Span`.
 
 ``GET {url}/api/services`` lists the services; ``GET {url}/api/traces?service=S&start=..&end=..&limit=N``
 returns ``{"data": [trace, ...], "errors": null}`` where a trace (Jaeger's ``model/json``) is::
@@ -11,7 +11,7 @@ returns ``{"data": [trace, ...], "errors": null}`` where a trace (Jaeger's ``mod
 
 Tag types are ``string``, ``bool``, ``int64``, ``float64`` and ``binary``. OTLP arrays arrive as
 strings of JSON text (Jaeger's translation has no array type): those of the attributes this package
-writes as arrays (:data:`ARRAY_ATTRIBUTES`) are read back as lists; any other string stays a string.
+writes as arrays (:data:`~.names.ARRAY_ATTRIBUTES`) are read back as lists; any other string stays a string.
 The span status is the ``otel.status_code`` tag (and ``error=true``). ``start`` and ``end`` are unix
 microseconds (the API ignores ``lookback``, a UI parameter). Times are microseconds, so durations
 from Jaeger are truncated to the microsecond. Standard library only (``urllib``).
@@ -28,7 +28,8 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from .otlp_json import InputError, ReadStats, Span
+from .names import ARRAY_ATTRIBUTES
+from .span import InputError, ReadStats, Span
 
 DEFAULT_LIMIT = 1000
 DEFAULT_LOOKBACK = "1h"
@@ -36,10 +37,6 @@ TIMEOUT_S = 10.0
 #: Jaeger's own services, left out when every service is read.
 OWN_SERVICES = frozenset({"jaeger", "jaeger-all-in-one", "jaeger-query", "jaeger-collector"})
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-#: Array-valued attributes of the operation span (Jaeger keeps them as JSON text).
-ARRAY_ATTRIBUTES = frozenset(
-    {"openai_latency.retry.error_types", "gen_ai.response.finish_reasons", "gen_ai.request.stop_sequences"}
-)
 
 
 def parse_lookback(text: str) -> float:

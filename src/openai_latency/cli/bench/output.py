@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..version import __version__
-from .bench_config import Plan, Slo
-from .bench_run import LAG_WARNING_S, RunState
-from .bench_stats import Difference, TargetStats, differs_most
-from .console import Output
-from .report_output import table, triple
-from .report_stats import HTTP_PHASES, PHASES, Dist
-from .tree import format_duration
-from .triage import triage_lines
-
-Rows = list[list[str]]
+from ...version import __version__
+from ..render.tables import Rows, markdown_table, table
+from ..render.terminal import Output
+from ..render.text import format_duration, triple
+from ..render.triage import triage_lines
+from ..spans.names import HTTP_PHASES, phase_rank
+from ..stats.groups import phases_dict
+from ..stats.percentiles import Dist, dist_dict, json_number
+from .plan import Plan, Slo
+from .run import LAG_WARNING_S, RunState
+from .stats import Difference, TargetStats, differs_most
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -83,27 +82,20 @@ def phase_rows(stats: Sequence[TargetStats]) -> Rows:
 
 
 def _phase_order(name: str) -> tuple[int, int]:
+    """Phases in call order, each http.* sub-phase right after network_wait, in its own order."""
     if name.startswith("  http."):
-        sub = name.removeprefix("  http.")
-        return (PHASES.index("network_wait"), 1 + (HTTP_PHASES.index(sub) if sub in HTTP_PHASES else 9))
-    return (PHASES.index(name) if name in PHASES else len(PHASES), 0)
+        return (phase_rank("network_wait"), 1 + phase_rank(name.removeprefix("  http."), HTTP_PHASES))
+    return (phase_rank(name), 0)
 
 
 def _plain_table(rows: Rows) -> list[str]:
     return table(rows, indent="")
 
 
-def markdown_table(rows: Rows) -> list[str]:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.strip().replace("|", "\\|") for c in cells) + " |"
-
-    return [line(rows[0]), "|" + "---|" * len(rows[0]), *(line(r) for r in rows[1:])]
-
-
 def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[str]:
     lines = []
     if difference is not None:
-        lines.append(difference.sentence())
+        lines.append(_sentence(difference))
     for s in stats:
         if s.estimated_tokens:
             lines.append(
@@ -111,6 +103,23 @@ def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[s
                 " usage from the server: their output tokens are counted content chunks."
             )
     return lines
+
+
+def _sentence(difference: Difference) -> str:
+    (low_name, low), (high_name, high) = difference.low, difference.high
+    ratio = f", x{high / low:.1f}" if low > 0 else ""
+    text = (
+        f"The phase that differs most between targets: {difference.phase}"
+        f" (median per call {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
+    )
+    if difference.inner is not None:
+        name, inner_high, inner_low = difference.inner
+        text += f"; inside it http.{name} ({_ms(inner_high)} vs {_ms(inner_low)})"
+    return text + "."
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
 
 
 def render_text(
@@ -153,14 +162,6 @@ def _flat(s: TargetStats, slo: Slo) -> list[tuple[str, float | int | None]]:
     return flat
 
 
-def _dist(dist: Dist | None) -> dict[str, float | int] | None:
-    return None if dist is None else dist.as_dict()
-
-
-def _number(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else value
-
-
 def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
     return {
         "key": s.group.key,
@@ -169,24 +170,24 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "errors": s.errors,
         "error_rate": s.error_rate,
         "cancelled": s.cancelled,
-        "ttft": _dist(s.ttft),
-        "ttfc": _dist(s.ttfc),
-        "e2e": _dist(s.e2e),
-        "tpot": _dist(s.tpot),
-        "chunk_gaps": _dist(s.chunk_gaps),
-        "tokens_per_s": _dist(s.tokens_per_s),
-        "throughput_tokens_per_s": _number(s.throughput),
-        "requests_per_s": _number(s.requests_per_s),
-        "goodput": _number(s.goodput),
+        "ttft": dist_dict(s.ttft),
+        "ttfc": dist_dict(s.ttfc),
+        "e2e": dist_dict(s.e2e),
+        "tpot": dist_dict(s.tpot),
+        "chunk_gaps": dist_dict(s.chunk_gaps),
+        "tokens_per_s": dist_dict(s.tokens_per_s),
+        "throughput_tokens_per_s": json_number(s.throughput),
+        "requests_per_s": json_number(s.requests_per_s),
+        "goodput": json_number(s.goodput),
         "goodput_requests": s.goodput_requests if slo else None,
         "retries": s.retries,
         "backoff_s": s.backoff_s,
         "output_tokens": s.output_tokens,
         "estimated_token_requests": s.estimated_tokens,
-        "ttft_cache_hit": _dist(s.cache_hit_ttft),
-        "ttft_cache_miss": _dist(s.cache_miss_ttft),
-        "phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.phases},
-        "http_phases": {p.name: {**p.dist.as_dict(), "share": p.share} for p in s.group.http},
+        "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
+        "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
+        "phases": phases_dict(s.group.phases),
+        "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
     }
 
@@ -230,19 +231,22 @@ def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
     return levels
 
 
-def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo) -> None:
-    opts, workload, loads = plan.opts, plan.workload, plan.loads
+def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunState) -> None:
+    options, schedule = plan.options, plan.options.schedule
+    workload, loads, slo = options.workload, schedule.levels, options.slo
     amount = (
-        f"{opts.requests} requests per target" if opts.requests else f"{opts.duration:g} s per load level"
+        f"{schedule.requests} requests per target"
+        if schedule.requests
+        else f"{schedule.duration:g} s per load level"
     )
     mode = "stream" if workload.stream else "no stream"
-    order = "sequential" if opts.sequential else "interleaved"
+    order = "sequential" if schedule.sequential else "interleaved"
     levels = ", ".join(load.label for load in loads)
     out.line(
         f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
         f" {mode}, max_tokens {workload.max_tokens}, {order}"
-        + (f", {opts.warmup} warm-up" if opts.warmup else "")
-        + (f", {opts.workers} client processes" if opts.workers > 1 else ""),
+        + (f", {schedule.warmup} warm-up" if schedule.warmup else "")
+        + (f", {schedule.workers} client processes" if schedule.workers > 1 else ""),
         style="bold",
     )
     if state.late:
@@ -256,14 +260,15 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         if len(loads) > 1:
             out.line(f"\n== {load}", style="bold")
         out.line()
-        text = render_text(level, slo, differs_most(level), markdown=opts.format == "markdown")
+        text = render_text(level, slo, differs_most(level), markdown=options.format == "markdown")
         for line in text.split("\n"):
             style = "bold" if line.startswith("The phase that differs most") else None
             out.line(line, style)
 
 
-def result_json(plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo) -> dict[str, Any]:
-    opts, workload, loads = plan.opts, plan.workload, plan.loads
+def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
+    options, schedule = plan.options, plan.options.schedule
+    workload, loads, slo = options.workload, schedule.levels, options.slo
     differences = {load: differs_most(level) for load, level in _by_load(stats).items()}
     return {
         "tool": "openai-latency bench",
@@ -277,20 +282,20 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState, slo: Slo)
             "max_tokens": workload.max_tokens,
             "prompt_chars": len(workload.prompt),
             "loads": [load.label for load in loads],
-            "requests_per_target": opts.requests,
-            "duration_s": opts.duration,
-            "warmup": opts.warmup,
-            "interleaved": not opts.sequential,
+            "requests_per_target": schedule.requests,
+            "duration_s": schedule.duration,
+            "warmup": schedule.warmup,
+            "interleaved": not schedule.sequential,
             "slo": slo.bounds,
-            "timeout_s": opts.timeout,
-            "max_retries": opts.max_retries,
-            "seed": opts.seed,
-            "workers": opts.workers,
+            "timeout_s": options.timeout,
+            "max_retries": options.max_retries,
+            "seed": schedule.seed,
+            "workers": schedule.workers,
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
         "client": _client(stats, state),
         "results": [target_json(s, slo) for s in stats],
         "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
-        "out": opts.out,
+        "out": options.out,
     }

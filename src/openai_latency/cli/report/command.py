@@ -19,19 +19,22 @@ import json
 import os
 import shutil
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
-from . import args as arguments
-from .args import Parser
-from .otlp_json import InputError, ReadStats, without_gc
-from .report_collect import collect_calls
-from .report_output import compare_lines, group_lines, header_lines, json_report, source_text
-from .report_sources import add_source_arguments, open_spans
-from .report_stats import GROUP_KEYS, Call, summarize
-from .triage import triage, triage_lines
-from .waterfall import waterfall_json, waterfall_lines
+from .. import args as arguments
+from ..args import Parser
+from ..render.triage import triage_lines
+from ..render.waterfall import waterfall_json, waterfall_lines
+from ..spans.calls import Call, Collected
+from ..spans.collect import collect_calls
+from ..spans.files import without_gc
+from ..spans.names import GROUP_KEYS
+from ..spans.span import InputError, ReadStats
+from ..stats.groups import group, summarize
+from ..stats.triage import triage
+from .output import compare_lines, group_lines, header_lines, json_report, source_text
+from .sources import add_source_arguments, open_spans
 
 DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
@@ -100,9 +103,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1: {text!r}")
-    return int(text)
+    """:func:`~..args.count`, in the words ``report --help`` has always used."""
+    try:
+        return arguments.count(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1: {text!r}") from None
 
 
 def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str] | None:
@@ -158,10 +163,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             file=err,
         )
     by = list(_default_by(collected.calls)) if keys is None else keys
-    groups = summarize(collected.calls, by, args.slow_threshold)
-    members = _members(collected.calls, by)
+    groups = summarize(group(collected.calls, by), args.slow_threshold)
     limit = args.client_timeout
-    triaged = [triage(members[tuple(group.key.values())], group.slow.threshold, limit) for group in groups]
+    triaged = [triage(entry.group.members, entry.slow.threshold, limit) for entry in groups]
     if args.format == "json":
         report = json_report(stats, collected, by, groups, args.slow_threshold)
         for entry, buckets in zip(report["groups"], triaged, strict=True):
@@ -172,8 +176,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     else:
         lines = header_lines(stats, collected, by, args.slow_threshold)
         lines += compare_lines(groups, args.http) if args.compare else group_lines(groups, args.http)
-        for group, buckets in zip(groups, triaged, strict=True):
-            lines += ["", f"{group.label}:" if len(groups) > 1 else "", *triage_lines(buckets, group.calls)]
+        for entry, buckets in zip(groups, triaged, strict=True):
+            lines += ["", f"{entry.label}:" if len(groups) > 1 else "", *triage_lines(buckets, entry.calls)]
         if args.waterfall:
             drawn = waterfall_lines(collected.calls, args.waterfall, width=_width(out), http=args.http)
             lines += ["", *drawn]
@@ -188,21 +192,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     return 0
 
 
-def _members(calls: Sequence[Call], by: Sequence[str]) -> dict[tuple[str, ...], list[Call]]:
-    """The calls of each group (by its key values, in ``by`` order), in one pass."""
-    members: dict[tuple[str, ...], list[Call]] = defaultdict(list)
-    for call in calls:
-        members[tuple(call.keys[name] for name in by)].append(call)
-    return members
-
-
 def _width(out: TextIO) -> int:
     if out.isatty():
         return max(shutil.get_terminal_size().columns, 60)
     return 100
 
 
-def _found_instead(stats: ReadStats, collected: Any) -> str:
+def _found_instead(stats: ReadStats, collected: Collected) -> str:
     files = source_text(stats)
     if not stats.spans:
         detail = f"Read {files} and found no spans at all"
