@@ -75,7 +75,11 @@ def _calls(service: str, server: FakeServer, mode: str) -> list[ReadableSpan]:
                 pass
     finally:
         instrumentor.uninstrument()
-    return list(exporter.get_finished_spans())
+    spans = list(exporter.get_finished_spans())
+    # the provider lives on (its atexit hook), and so would the exporter's copy: for tests that count
+    # the spans alive (tests/core/test_exporter_outage.py), this module's die with its fixture
+    exporter.clear()
+    return spans
 
 
 @pytest.fixture(scope="module")
