@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.otlp_files import collector_json
+from tests.support.otlp_files import collector_json
 
 WORKER = r"""
 import json, sys, time
