@@ -92,11 +92,28 @@ def ours(attributes: dict[str, Any]) -> bool:
     return any(key.startswith(names.OUR_PREFIXES) for key in attributes)
 
 
-_KEYS: dict[tuple[Any, ...], dict[str, str]] = {}
-_NAMES: dict[str, str] = {}
+class Shared:
+    """What many calls of one read have in common, stored once: the keys dict of each distinct
+    combination of key attributes (a dozen in a file of 160,000 calls), one string object per
+    distinct text (span names, error types, end states, phases).
+
+    Measured on 200,000 spans (34,000 calls): without it the read keeps 1,281 instead of 945 bytes
+    per call and :func:`~.collect.collect_calls` takes 14 % longer (the keys dict and its strings made
+    again for every call). One per read, dropped with it."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[Any, ...], dict[str, str]] = {}
+        self.texts: dict[str, str] = {}
+
+    def text(self, text: str) -> str:
+        """The one object for this text."""
+        return self.texts.setdefault(text, text)
+
+    def optional(self, text: str | None) -> str | None:
+        return None if text is None else self.texts.setdefault(text, text)
 
 
-def new_call(span: Span, attribute_phases: bool = True) -> Call:
+def new_call(span: Span, shared: Shared, attribute_phases: bool = True) -> Call:
     """The call of an operation span from its own attributes; phases from its ``openai_latency.phase.*``
     attributes when ``attribute_phases`` (replaced by its phase spans when they are found)."""
     attributes = span.attributes
@@ -118,9 +135,9 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         get(BENCH_LOAD),
     )
     try:
-        keys = _KEYS.get(raw)  # the same attribute values, the same keys: computed once
+        keys = shared.keys.get(raw)  # the same attribute values, the same keys: computed once
         if keys is None:
-            keys = _KEYS.setdefault(raw, _keys(*raw))
+            keys = shared.keys.setdefault(raw, _keys(*raw))
     except TypeError:  # an unhashable (array) value where a string belongs
         keys = _keys(*raw)
     error = get(names.ERROR_TYPE)
@@ -132,21 +149,21 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
     if output_tokens is None:
         output_tokens = get(BENCH_OUTPUT_CHUNKS)
     return Call(
-        name=_NAMES.setdefault(span.name, span.name),
+        name=shared.text(span.name),
         keys=keys,
         duration=span.duration_s,
         phases=phases,
         http={},
-        error_type=None if error is None else _shared(str(error)),
+        error_type=None if error is None else shared.text(str(error)),
         ttft=finite(get(names.TIME_TO_FIRST_TOKEN)),
         tpot=finite(get(names.TIME_PER_OUTPUT_TOKEN)),
         consumer_time=finite(get(names.STREAM_CONSUMER_TIME)),
-        dominant_attribute=_shared(dominant) if isinstance(dominant, str) else None,
+        dominant_attribute=shared.text(dominant) if isinstance(dominant, str) else None,
         start_ns=span.start_ns,
         end_ns=span.end_ns,
         trace_id=span.trace_id,
         request_id=request_id if request_id is None or request_id.__class__ is str else str(request_id),
-        category=_shared(_text(get(names.ERROR_CATEGORY))),
+        category=shared.optional(_text(get(names.ERROR_CATEGORY))),
         retry_reasons=_texts(get(names.RETRY_ERROR_TYPES)),
         ttfc=finite(get(names.TIME_TO_FIRST_CHUNK)),
         input_tokens=_int(get(names.INPUT_TOKENS)),
@@ -154,7 +171,7 @@ def new_call(span: Span, attribute_phases: bool = True) -> Call:
         cached_tokens=_int(get(names.CACHED_TOKENS)),
         usage_estimated=get(names.USAGE_ESTIMATED) is True,
         stream=get(names.REQUEST_STREAM) is True,
-        end_state=_shared(_text(get(names.STREAM_END_STATE))),
+        end_state=shared.optional(_text(get(names.STREAM_END_STATE))),
     )
 
 
@@ -164,11 +181,6 @@ def _keys(
     endpoint = f"{address}:{port}" if address and port not in (None, "") else str(address or "-")
     values = (endpoint, str(model or "-"), str(operation), str(provider or "-"), service or "-")
     return dict(zip(GROUP_KEYS, (*values, str(target or "-"), str(load or "-")), strict=True))
-
-
-def _shared(text: str | None) -> str | None:
-    """One string object for the same text across calls (a few distinct values, many calls)."""
-    return None if text is None else _NAMES.setdefault(text, text)
 
 
 def _text(value: Any) -> str | None:

@@ -38,7 +38,7 @@ def fast_span(raw: dict[str, Any], service: str | None) -> Span | None:
         for item in raw.get("attributes") or ():
             encoded = item["value"]
             value = encoded.get("stringValue")  # any_value's first choice too
-            if value.__class__ is not str:
+            if value.__class__ is not str:  # exact types: see collect.collect
                 ((kind, value),) = encoded.items()
                 if kind == "intValue" and value.__class__ is str:  # int64: a decimal string
                     value = int(value)
