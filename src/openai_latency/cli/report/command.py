@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--waterfall",
-        type=_positive_int,
+        type=_calls_to_draw,
         metavar="N",
         help="also draw the N slowest calls' phases as bars on one time axis (--http: with sub-phases)",
     )
@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
+def _calls_to_draw(text: str) -> int:
     """:func:`~..args.count`, in the words ``report --help`` has always used."""
     try:
         return arguments.count(text)
