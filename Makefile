@@ -42,9 +42,11 @@ lint: $(STAMP)
 stack-tools: $(STAMP)
 	bash scripts/install-stack-tools.sh
 
-# One run of the suite in .venv (openai 3.x): the quick loop while developing.
-unit: $(STAMP) stack-tools
-	bash scripts/pytest.sh $(PY)
+# One run of the suite in .venv (openai 3.x): the quick loop while developing. No apt: tests/stack
+# skips its docker-compose and promtool checks when they are missing (`make stack-tools` installs
+# them; CI and `make matrix` do). ARGS goes to pytest: make unit ARGS=tests/cli/test_bench.py
+unit: $(STAMP)
+	bash scripts/pytest.sh $(PY) $(ARGS)
 
 # The suite on every SDK generation, each in its own environment under .venv-matrix/.
 matrix: stack-tools

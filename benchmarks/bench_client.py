@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openai_latency.cli.otlp_json import ReadStats, read_spans
-from openai_latency.cli.report_collect import collect_calls
+from openai_latency.cli.spans.collect import collect_calls
+from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server import FakeServer, SpawnedServer
 
 COMMAND = str(Path(sys.executable).with_name("openai-latency"))

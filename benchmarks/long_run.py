@@ -11,8 +11,8 @@ each retried after a 429; a call that raises ``InternalServerError``; an async s
 of 5 % it samples, ``--samples`` times: the bytes our package's code still holds (tracemalloc,
 fake server excluded), live ``Operation`` objects, entries of our module-level maps, and the
 process RSS. Then it opens ``--held`` streams at once (first chunk read) and reports the bytes per
-open stream, ours and in total. Not a test: it prints numbers; tests/test_long_run.py is the short,
-asserting version. The harness is tests/memkit.py.
+open stream, ours and in total. Not a test: it prints numbers; tests/core/test_long_run.py is the short,
+asserting version. The harness is tests/memory_harness.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests import memkit
+from tests.support import memory_harness
 
 
 def _rss_mb() -> float:
@@ -42,9 +42,9 @@ def main() -> int:
     args = parser.parse_args()
     tracemalloc.start()
     start = time.perf_counter()
-    with memkit.harness(max_connections=max(100, args.held + 10)) as h:
-        memkit.calls(h, args.calls // 20)
-        memkit.abandoned(h, args.abandoned // 20)
+    with memory_harness.harness(max_connections=max(100, args.held + 10)) as h:
+        memory_harness.calls(h, args.calls // 20)
+        memory_harness.abandoned(h, args.abandoned // 20)
         print(f"warm-up done after {time.perf_counter() - start:.0f} s", flush=True)
         print(
             f"{'calls':>8} {'abandoned':>9} {'our bytes':>10} {'max RSS MB':>10}  tracked state", flush=True
@@ -54,19 +54,19 @@ def main() -> int:
         step_abandoned = (args.abandoned - args.abandoned // 20) // args.samples
         done_calls, done_abandoned = args.calls // 20, args.abandoned // 20
         for sample in range(args.samples + 1):
-            state, ours = memkit.tracked_state(), memkit.our_bytes()
+            state, ours = memory_harness.tracked_state(), memory_harness.our_bytes()
             rows.append(ours)
             print(f"{done_calls:>8} {done_abandoned:>9} {ours:>10} {_rss_mb():>10.1f}  {state}", flush=True)
             if sample == args.samples:
                 break
-            memkit.calls(h, step_calls)
-            memkit.abandoned(h, step_abandoned)
+            memory_harness.calls(h, step_calls)
+            memory_harness.abandoned(h, step_abandoned)
             done_calls += step_calls
             done_abandoned += step_abandoned
         growth = rows[-1] - rows[0]
         print(f"our bytes after warm-up -> end: {rows[0]} -> {rows[-1]} ({growth:+d} B)", flush=True)
         if args.held:
-            ours_per_stream, total = memkit.bytes_per_open_stream(h, args.held)
+            ours_per_stream, total = memory_harness.bytes_per_open_stream(h, args.held)
             print(
                 f"{args.held} streams open at once: {ours_per_stream:.0f} B of ours per stream,"
                 f" {total:.0f} B in total"

@@ -36,13 +36,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.otlp_files import collector_json
+from tests.support.otlp_files import collector_json
 
 WORKER = r"""
 import json, sys, time
 {setup}
-from openai_latency.cli import report
-from openai_latency.cli.otlp_json import JSON_PARSER
+from openai_latency.cli.report import command as report
+from openai_latency.cli.spans.files import JSON_PARSER
 
 def peak_kb():  # VmHWM: this process's peak RSS (ru_maxrss may still hold the parent's from before exec)
     with open("/proc/self/status") as status:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fuzz property of tests/test_fuzz.py with many more examples and a fresh seed each run.
+"""The fuzz property of tests/core/test_fuzz.py with many more examples and a fresh seed each run.
 
     python scripts/fuzz.py [--examples 2000] [--seed N]
 
@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests import fuzzkit
+from tests.support import fuzz_cases
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.fake_server import FakeServer
@@ -67,11 +67,11 @@ def main() -> int:
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )
-        @given(case=fuzzkit.cases())
-        def prop(case: fuzzkit.Case) -> None:
+        @given(case=fuzz_cases.cases())
+        def prop(case: fuzz_cases.Case) -> None:
             nonlocal count
             count += 1
-            fuzzkit.check(server, case, on, off, operations)
+            fuzz_cases.check(server, case, on, off, operations)
 
         start = time.perf_counter()
         try:

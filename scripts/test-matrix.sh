@@ -7,7 +7,7 @@
 #   openai2         newest openai 2.x (httpx/httpcore)
 #   openai1         newest openai 1.x, >= 1.76
 #   openai3-httpx   newest openai 3.x with legacy httpx installed; every client the tests build
-#                   gets a legacy httpx.Client/AsyncClient (pytest plugin tests._legacy_httpx)
+#                   gets a legacy httpx.Client/AsyncClient (pytest plugin tests.support.legacy_httpx_plugin)
 #
 # Usage: scripts/test-matrix.sh [leg ...] [-- extra pytest args]
 #   PYTHON=python3.11 picks the interpreter for new environments (default: python3).
@@ -25,7 +25,7 @@ declare -A SPEC=(
     [openai3-httpx]='openai>=3,<4 httpx'
 )
 declare -A PYTEST_ARGS=(
-    [openai3-httpx]='-p tests._legacy_httpx'
+    [openai3-httpx]='-p tests.support.legacy_httpx_plugin'
 )
 ALL=(openai3 openai2 openai1 openai3-httpx)
 

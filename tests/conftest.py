@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.fake_server import FakeServer, SpawnedServer
-from tests.otel_capture import full  # noqa: F401  (spans + metrics with exemplars + logs)
-from tests.spans import Captured
+from tests.support.otel_capture import full  # noqa: F401  (spans + metrics with exemplars + logs)
+from tests.support.span_checks import Captured
 
 # tests/installed installs the built wheel into a fresh venv (pip, about a minute): `make dist-check` only
 collect_ignore = [] if os.environ.get("OPENAI_LATENCY_DIST") else ["installed"]

@@ -4,7 +4,12 @@ Every module of ``src/openai_latency`` (subpackages included) is parsed, not imp
 ``import`` statement anywhere in it counts: at the top, inside a function (lazy imports), and under
 ``if TYPE_CHECKING:``. A cycle through a type-only import is still a cycle in the design (the two
 modules cannot be understood, or moved, apart), so it fails too. The modules of the instrumentation
-also keep to the layers of docs/ARCHITECTURE.md, and that document's references to the code resolve.
+also keep to the layers of docs/ARCHITECTURE.md, the CLI's parts to theirs ("The CLI"), and that
+document's references to the code resolve.
+
+``python tests/test_architecture.py`` prints the CLI's facts (also shown by
+``pytest tests/test_architecture.py -s``): no cycle, the import arrows between its parts, what bench
+and report share, the largest modules.
 """
 
 from __future__ import annotations
@@ -226,8 +231,18 @@ def test_every_import_goes_down_a_layer() -> None:
 
 
 def _definitions(path: Path) -> set[str]:
-    """Qualified names of the classes and functions a module defines (``Class.method``)."""
+    """Qualified names of the classes and functions a module defines (``Class.method``), and the names
+    it assigns at the top (constants)."""
     names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        names.update(target.id for target in targets if isinstance(target, ast.Name))
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -240,12 +255,131 @@ def _definitions(path: Path) -> set[str]:
 
 
 def test_the_architecture_document_points_at_code_that_exists() -> None:
-    """Its ``module.py:Function`` references (the phase table) and its relative links resolve."""
+    """Its ``module.py:Function`` references (the phase table, ``cli/...``, ``tests/...``) and its
+    relative links resolve."""
     doc = ROOT.parent.parent / "docs" / "ARCHITECTURE.md"
     text = doc.read_text(encoding="utf-8")
-    references = re.findall(r"`([a-z_]+\.py):([A-Za-z_.]+)`", text)
+    references = re.findall(r"`([a-z_/]+\.py):([A-Za-z_.]+)`", text)
     assert len(references) > 15
-    missing = [f"{module}:{name}" for module, name in references if name not in _definitions(ROOT / module)]
+    base = {True: ROOT.parent.parent, False: ROOT}  # tests/... from the repository, the rest from src
+
+    def defined(module: str, name: str) -> bool:
+        path = base[module.startswith("tests/")] / module
+        return path.exists() and name in _definitions(path)
+
+    missing = [f"{module}:{name}" for module, name in references if not defined(module, name)]
     assert not missing, missing
     links = re.findall(r"\]\((\.\./[^)#]+)\)", text)
     assert [link for link in links if not (doc.parent / link).exists()] == []
+
+
+CLI = f"{PACKAGE}.cli"
+CLI_LAYERS = (
+    ("spans",),  # OTLP JSON, Jaeger, our attribute names -> Span, Call
+    ("stats",),  # numbers only: percentiles, groups, triage
+    ("render",),  # text: durations, tables, triage, waterfall, span tree, terminal
+    ("args",),  # the commands' shell: Parser, UsageError, exit statuses, value parsers
+    ("report", "bench", "compare", "serve"),  # the commands (compare: to come); never each other
+    ("demo",),  # runs bench, draws report's waterfall
+    ("",),  # cli/__init__: the command table (commands imported by name, when they run)
+)
+"""The CLI's parts (sub-packages and top-level modules of ``cli/``), bottom layer first: a part imports
+only parts of lower layers, so bench and report never import each other (docs/ARCHITECTURE.md, "The
+CLI"). Inside a part, modules import each other freely (without a cycle)."""
+#: What bench and report may both import: the domain parts below them and the commands' shell.
+SHARED_BY_COMMANDS = {"spans", "stats", "render", "args"}
+#: No module longer than this (lines): one concern each, readable in one sitting.
+MAX_LINES = 400
+#: The CLI before its parts: 26 flat modules, 65 import arrows between them (issue 20).
+ARROWS_BEFORE = 65
+
+
+def _part(module: str) -> str:
+    """``openai_latency.cli.bench.run`` -> ``bench``; ``openai_latency.cli`` -> ``""``."""
+    return module[len(CLI) :].lstrip(".").split(".")[0]
+
+
+def cli_arrows(edges: Edges) -> set[tuple[str, str]]:
+    """(importing part, imported part) for every import between two parts of the CLI."""
+    return {
+        (_part(source), _part(target))
+        for source, targets in edges.items()
+        if source.startswith(CLI)
+        for target in targets
+        if target.startswith(CLI) and _part(source) != _part(target)
+    }
+
+
+def _imported_parts(edges: Edges, part: str) -> set[str]:
+    return {target for source, target in cli_arrows(edges) if source == part}
+
+
+def test_every_cli_import_goes_down_a_layer() -> None:
+    layer = {name: i for i, names in enumerate(CLI_LAYERS) for name in names}
+    edges = import_graph()
+    parts = {_part(name) for name in edges if name.startswith(CLI)}
+    assert parts <= set(layer), f"a part of cli/ to place in CLI_LAYERS: {sorted(parts - set(layer))}"
+    upward = [
+        f"cli/{source or '__init__'} (layer {layer[source]}) imports cli/{target} (layer {layer[target]})"
+        for source, target in sorted(cli_arrows(edges))
+        if layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_bench_and_report_share_only_the_parts_below_them() -> None:
+    edges = import_graph()
+    bench, report = _imported_parts(edges, "bench"), _imported_parts(edges, "report")
+    assert "report" not in bench and "bench" not in report
+    assert bench & report <= SHARED_BY_COMMANDS, bench & report
+
+
+def test_no_module_is_too_long() -> None:
+    long = {name: lines for name, lines in _lines().items() if name.startswith(CLI) and lines > MAX_LINES}
+    assert not long, long
+
+
+def _lines() -> dict[str, int]:
+    return {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in _modules().items()}
+
+
+def cli_facts() -> list[str]:
+    """What a reviewer checks from the imports, as lines."""
+    modules = _modules()
+    edges = import_graph(modules)
+    cli = {name: targets for name, targets in edges.items() if name.startswith(CLI)}
+    arrows = cli_arrows(edges)
+    module_arrows = sum(1 for targets in cli.values() for target in targets if target.startswith(CLI))
+    bench, report = _imported_parts(edges, "bench"), _imported_parts(edges, "report")
+    lines = _lines()
+    largest = sorted((count, name) for name, count in lines.items() if name.startswith(CLI))[-5:]
+    by_part: dict[str, set[str]] = {}
+    for source, target in sorted(arrows):
+        by_part.setdefault(source or "__init__", set()).add(target)
+    return [
+        f"import cycles in the package: {len(cycles(edges))}",
+        f"cli/: {len(cli)} modules in {len({_part(name) for name in cli})} parts;"
+        f" import arrows between its parts: {len(arrows)} (before the parts: {ARROWS_BEFORE} between 26"
+        f" flat modules); between its modules: {module_arrows}",
+        *(f"  cli/{part} -> {', '.join(sorted(targets))}" for part, targets in by_part.items()),
+        f"bench imports {', '.join(sorted(bench))}; report imports {', '.join(sorted(report))};"
+        f" they share {', '.join(sorted(bench & report))}; bench -> report: {'report' in bench},"
+        f" report -> bench: {'bench' in report}",
+        f"longest modules (limit {MAX_LINES} lines): "
+        + ", ".join(f"{name.removeprefix(PACKAGE + '.')} {count}" for count, name in reversed(largest)),
+        f"longest of the whole package: {max(lines.values())} lines",
+    ]
+
+
+def test_cli_facts() -> None:
+    """The facts, printed (``-s``), and each one checked."""
+    facts = cli_facts()
+    print("\n" + "\n".join(facts))
+    edges = import_graph()
+    assert not cycles(edges)
+    assert len(cli_arrows(edges)) <= 25  # "about 20", from 65
+    assert max(count for name, count in _lines().items() if name.startswith(CLI)) <= MAX_LINES
+
+
+if __name__ == "__main__":
+    print("\n".join(cli_facts()))

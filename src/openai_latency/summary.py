@@ -3,7 +3,7 @@
 Input: the call's :class:`~.timeline.Timeline` (attempts, backoffs, marks), its phases
 (:meth:`.Timeline.phases`) and, for streams, its :class:`~.model.StreamStats`. Output: plain dicts and
 a :class:`~.metrics.Measurements`. Nothing here touches a span or an instrument, so every rule is
-unit-tested with hand-made timelines (tests/test_summary.py); :meth:`.Operation.finish` applies them.
+unit-tested with hand-made timelines (tests/core/test_summary.py); :meth:`.Operation.finish` applies them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""The ``openai-latency`` command: ``demo``, ``bench``, ``report`` and ``fake-server``."""
+"""The ``openai-latency`` command: ``demo``, ``bench``, ``report`` and ``fake-server``.
+
+Every command is a ``main(argv, out, err) -> int`` in its own package (``report.command``,
+``bench.command``, ``demo.command``; ``serve`` adapts the fake server's), imported only when it runs.
+The exit statuses are the same for all (:mod:`.args`): 0 done, 1 nothing to report or a failed
+target or input, 2 bad input (argparse's errors and :class:`~.args.UsageError`, as one line), 70 a bug
+of ours (one line; the traceback with ``OPENAI_LATENCY_DEBUG=1``), 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,24 @@ import argparse
 import importlib
 import os
 import sys
+from typing import TextIO
 
 from ..version import __version__
+from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 
-#: Command -> the module whose ``main(argv)`` runs it.
+#: Command -> the module whose ``main(argv, out, err)`` runs it.
 COMMANDS = {
-    "demo": "openai_latency.cli.demo",
-    "bench": "openai_latency.cli.bench",
-    "report": "openai_latency.cli.report",
-    "fake-server": "openai_latency.fake_server.cli",
+    "demo": "openai_latency.cli.demo.command",
+    "bench": "openai_latency.cli.bench.command",
+    "report": "openai_latency.cli.report.command",
+    "fake-server": "openai_latency.cli.serve",
 }
 DEBUG_ENV = "OPENAI_LATENCY_DEBUG"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    err = err or sys.stderr
     parser = argparse.ArgumentParser(
         prog="openai-latency",
         description=f"Where the time of every OpenAI SDK call goes. Commands: {', '.join(COMMANDS)}.",
@@ -29,22 +39,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=tuple(COMMANDS), help="what to run")
     if not args or args[0].startswith("-"):
         parser.parse_args(args or ["--help"])
-        return 2
+        return EXIT_USAGE
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
         parser.parse_args(args)  # prints the usage error and exits 2
-        return 2
+        return EXIT_USAGE
     run = importlib.import_module(COMMANDS[command]).main
     try:
-        return int(run(rest))
+        return int(run(rest, out, err))
+    except UsageError as exc:
+        print(f"openai-latency {command}: error: {exc}", file=err)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug of ours: one line, the traceback on request
         if os.environ.get(DEBUG_ENV):
             raise
         print(
             f"openai-latency {command}: internal error: {type(exc).__name__}: {exc}"
             f" (set {DEBUG_ENV}=1 for the traceback, and please report it)",
-            file=sys.stderr,
+            file=err,
         )
-        return 70
+        return EXIT_INTERNAL

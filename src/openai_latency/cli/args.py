@@ -1,4 +1,5 @@
-"""Argument parsing shared by the subcommands: one line on stderr for bad input, never a traceback."""
+"""What every command shares: its exit statuses, :class:`UsageError`, the parser whose errors are one
+line on stderr (never a traceback), and the option value parsers."""
 
 from __future__ import annotations
 
@@ -8,12 +9,24 @@ import re
 import sys
 from typing import NoReturn
 
+#: Exit statuses of every command (the policy is ``cli.main``'s: it maps what a command raises).
+EXIT_OK = 0
+#: The command ran and found nothing to report, or a target or an input failed.
+EXIT_FAILED = 1
+#: Bad input: an unknown option, a value out of range (:class:`UsageError`, argparse's errors).
+EXIT_USAGE = 2
+#: A bug of ours (``EX_SOFTWARE``): one line, the traceback with ``OPENAI_LATENCY_DEBUG=1``.
+EXIT_INTERNAL = 70
+#: Ctrl-C (128 + SIGINT): bench still prints what finished.
+EXIT_INTERRUPTED = 130
+
 _UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m|h)?\s*$")
 
 
 class UsageError(Exception):
-    """Bad input found after parsing (a file that cannot be read, a conflicting option)."""
+    """Bad input found after parsing (a file that cannot be read, a conflicting option): the command
+    stops, ``cli.main`` prints ``openai-latency COMMAND: error: MESSAGE`` and exits 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -21,7 +34,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(EXIT_USAGE)
 
 
 def duration(text: str, default_unit: str = "s") -> float:

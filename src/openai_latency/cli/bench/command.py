@@ -1,0 +1,162 @@
+"""``openai-latency bench``: the same workload against several endpoints or models, side by side.
+
+Every request is a real ``openai`` SDK call with the instrumentation on, so besides TTFT, TPOT,
+throughput and goodput the result has every phase of every request, retries and backoff apart, and
+the failures triaged. Targets are interleaved request by request on one schedule, so machine and
+network drift hit them alike. ``--out`` keeps every span as OTLP JSON lines for ``report``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from typing import TextIO
+from urllib.parse import urlsplit
+
+from ..args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from ..render.terminal import Output, Progress
+from ..spans.collect import collect_calls
+from ..spans.files import read_spans
+from ..spans.span import ReadStats, Span
+from ..spans.write import WriteError, from_readable, write_otlp_json
+from .options import build_parser, options_from
+from .output import print_tables, render_csv, result_json
+from .plan import Plan, Target
+from .record import Recorder
+from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .stats import target_stats
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The results on ``out``, notes and warnings on ``err``; :class:`UsageError` for bad input."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    options = options_from(build_parser().parse_args(argv))
+    try:
+        import openai  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(
+            f"bench needs the cli extra: pip install 'openai-latency[cli]' ({exc.name} missing)"
+        ) from None
+    unreachable = _unreachable(options.targets)
+    for target, reason in unreachable.items():
+        print(
+            f"openai-latency bench: target {target.name} ({target.base_url}) is unreachable: {reason};"
+            " the other targets still run",
+            file=err,
+        )
+    targets = [t for t in options.targets if t not in unreachable]
+    if not targets:
+        return EXIT_FAILED
+    for target in targets:
+        if target.api_key() is None:
+            print(
+                f"openai-latency bench: warning: {target.api_key_env} is not set: target {target.name}"
+                " gets requests without an API key",
+                file=err,
+            )
+    if options.out:
+        _check_writable(options.out)
+    plan = Plan(options, targets, unreachable)
+    schedule = options.schedule
+    state = RunState(
+        planned={t.name: (schedule.requests or 0) * len(schedule.levels) for t in targets}, chunk_gaps={}
+    )
+    if schedule.workers > 1:
+        from .workers import run_in_workers
+
+        with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+            parts = run_in_workers(plan, state, folder, err)
+            if options.out:
+                _concatenate(parts, options.out)
+            return _finish(plan, read_spans(parts, ReadStats()) if parts else iter(()), state, out, err)
+    with instrumented() as recorder:
+        _run(plan, state, recorder, err)
+    if options.out:
+        try:
+            write_otlp_json(options.out, recorder.spans)
+        except WriteError as exc:
+            raise UsageError(f"--out: {exc}") from None
+    return _finish(plan, (from_readable(span) for span in recorder.spans), state, out, err)
+
+
+def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
+    """The warm-up and every load level in this process, with the live progress on ``err``."""
+    options, schedule = plan.options, plan.options.schedule
+    clients = clients_for(plan.targets, options.timeout, options.max_retries)
+    runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
+
+    async def work() -> None:
+        if schedule.warmup:
+            first = schedule.levels[0]
+            concurrency = first.concurrency if first.rate is None else 1
+            await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
+        for load in schedule.levels:
+            ramp = load.ramp(schedule.ramp_up)
+            await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+
+    def lines() -> list[str]:
+        return progress_lines(plan.targets, recorder.progress, state)
+
+    with Progress(lines, options.progress, err) as progress:
+        state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+
+
+def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
+    """Targets whose host does not accept a TCP connection (checked once, before the run)."""
+    result = {}
+    for target in targets:
+        url = urlsplit(target.base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            with socket.create_connection((url.hostname or "", port), timeout=3):
+                pass
+        except OSError as exc:
+            result[target] = exc.strerror or str(exc) or type(exc).__name__
+    return result
+
+
+def _check_writable(path: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _concatenate(parts: Sequence[str], out: str) -> None:
+    """The workers' span files, appended to ``--out`` (OTLP JSON lines: concatenation is a merge)."""
+    with open(out, "ab") as target:
+        for part in parts:
+            with open(part, "rb") as source:
+                shutil.copyfileobj(source, target)
+
+
+def _finish(plan: Plan, spans: Iterable[Span], state: RunState, out: TextIO, err: TextIO) -> int:
+    options = plan.options
+    calls = collect_calls(spans).calls
+    stats = target_stats(
+        calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
+    )
+    order = {t.name: i for i, t in enumerate(plan.targets)}
+    stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
+    output = Output(out)
+    if options.format == "json":
+        output.line(json.dumps(result_json(plan, stats, state), indent=2))
+    elif options.format == "csv":
+        output.line(render_csv(stats, options.slo))
+    else:
+        print_tables(output, plan, stats, state)
+    output.flush()
+    if options.out and options.format in ("table", "markdown"):
+        print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
+    if state.interrupted:
+        print("openai-latency bench: interrupted: results of the finished requests above", file=err)
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if plan.unreachable or state.failed_workers else EXIT_OK

@@ -1,0 +1,260 @@
+"""The command line of ``openai-latency bench`` -> typed :class:`~.plan.BenchOptions`.
+
+Bad input is a :class:`~..args.UsageError` (or argparse's one line), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+
+from .. import args as arguments
+from ..args import Parser, UsageError, duration
+from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
+
+DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
+DEFAULT_REQUESTS = 20
+_TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
+# A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
+_WORDS = (
+    "time", "network", "server", "model", "token", "queue", "first", "stream", "request", "answer",
+    "reason", "latency", "cache", "prompt", "batch", "client", "slow", "fast", "wait", "phase", "call",
+    "retry", "limit", "rate", "order", "value", "point", "data",
+)  # fmt: skip
+TOKENS_PER_WORD = 1.3
+DESCRIPTION = (
+    "The same workload against several OpenAI-compatible endpoints or models, side by side: TTFT, TPOT,"
+    " throughput, goodput, every phase of every request, retries and backoff, failures triaged."
+)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="openai-latency bench",
+        description=DESCRIPTION,
+        epilog="Metric definitions: see README ('Benchmarking endpoints').",
+    )
+    what = parser.add_argument_group("targets")
+    what.add_argument("--target", action="append", required=True, metavar="NAME=BASE_URL[@MODEL]")
+    what.add_argument("--model", help="model for targets that do not name one")
+    what.add_argument(
+        "--api-key-env",
+        action="append",
+        metavar="NAME=VAR",
+        help="API key variable per target (default OPENAI_API_KEY)",
+    )
+    work = parser.add_argument_group("workload")
+    prompt = work.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="the user message (default: a short question)")
+    prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
+    prompt.add_argument(
+        "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
+    )
+    work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
+    work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
+    work.add_argument(
+        "--stream-usage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask for usage in the last chunk (stream_options.include_usage; default on)",
+    )
+    work.add_argument("--temperature", type=float)
+    load = parser.add_argument_group("load")
+    load.add_argument(
+        "-c",
+        "--concurrency",
+        type=arguments.count_list,
+        metavar="C[,C...]",
+        help="closed loop: requests in flight (a list runs a sweep); with --rate: the cap",
+    )
+    load.add_argument(
+        "--rate", type=arguments.positive_float, metavar="R", help="open loop: requests/s per target"
+    )
+    load.add_argument("--poisson", action="store_true", help="with --rate: exponential inter-arrival gaps")
+    amount = load.add_mutually_exclusive_group()
+    amount.add_argument(
+        "-n",
+        "--requests",
+        type=arguments.count,
+        metavar="N",
+        help=f"requests per target (default {DEFAULT_REQUESTS})",
+    )
+    amount.add_argument(
+        "--duration", type=arguments.duration, metavar="S", help="run each load level this long"
+    )
+    load.add_argument(
+        "--warmup",
+        type=arguments.non_negative_count,
+        default=0,
+        metavar="W",
+        help="requests per target before measuring (not in the results)",
+    )
+    load.add_argument(
+        "--ramp-up",
+        type=arguments.seconds_or_zero,
+        metavar="S",
+        help=(
+            "closed loop: start the C workers evenly over S seconds (default: 5 ms per worker, at"
+            " most 1 s, so the client does not set up C requests at one instant; 0: all at once)"
+        ),
+    )
+    load.add_argument(
+        "--sequential", action="store_true", help="one target after another instead of interleaved"
+    )
+    load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
+    load.add_argument(
+        "--workers",
+        type=arguments.count,
+        default=1,
+        metavar="N",
+        help=(
+            "client processes sharing the load (default 1): one Python process parses every chunk it"
+            " reads; at high concurrency give the client more cores"
+        ),
+    )
+    client = parser.add_argument_group("client")
+    client.add_argument("--timeout", type=arguments.duration, default=60.0, metavar="S", help="default 60 s")
+    client.add_argument(
+        "--max-retries", type=arguments.non_negative_count, default=2, help="SDK retries (default 2)"
+    )
+    result = parser.add_argument_group("results")
+    result.add_argument(
+        "--slo",
+        type=parse_slo,
+        metavar="BOUNDS",
+        help=f"goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=5s ({', '.join(SLO_METRICS)})",
+    )
+    result.add_argument(
+        "--slow-threshold",
+        type=arguments.duration,
+        metavar="S",
+        help="triage: slow successes take at least this long (default: the target's p95)",
+    )
+    result.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table")
+    result.add_argument(
+        "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
+    )
+    result.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="live progress on a terminal (default on)",
+    )
+    return parser
+
+
+def options_from(namespace: argparse.Namespace) -> BenchOptions:
+    """The parsed command line, checked and typed; :class:`UsageError` for what argparse cannot see."""
+    opts = namespace
+    key_envs = parse_key_envs(opts.api_key_env)
+    targets = [parse_target(text, opts.model, key_envs) for text in opts.target]
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--target: names must differ, got {', '.join(names)}")
+    if opts.poisson and opts.rate is None:
+        raise UsageError("--poisson needs --rate")
+    return BenchOptions(
+        targets=targets,
+        workload=_workload(opts),
+        schedule=Schedule(
+            levels=_levels(opts),
+            requests=None if opts.duration is not None else (opts.requests or DEFAULT_REQUESTS),
+            duration=opts.duration,
+            warmup=opts.warmup,
+            ramp_up=opts.ramp_up,
+            sequential=opts.sequential,
+            seed=opts.seed,
+            workers=opts.workers,
+        ),
+        slo=opts.slo or Slo(),
+        timeout=opts.timeout,
+        max_retries=opts.max_retries,
+        slow_threshold=opts.slow_threshold,
+        format=opts.format,
+        out=opts.out,
+        progress=opts.progress,
+    )
+
+
+def _workload(opts: argparse.Namespace) -> Workload:
+    if opts.prompt_file:
+        prompt = read_prompt(opts.prompt_file)
+    elif opts.prompt_tokens:
+        prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
+    else:
+        prompt = opts.prompt or DEFAULT_PROMPT
+    return Workload(prompt, opts.max_tokens, opts.stream, opts.temperature, opts.stream_usage)
+
+
+def _levels(opts: argparse.Namespace) -> list[Load]:
+    if opts.rate is None:
+        return [Load(c) for c in (opts.concurrency or [1])]
+    caps = opts.concurrency or [1000]
+    return [Load(cap, opts.rate, opts.poisson) for cap in caps]
+
+
+def parse_target(text: str, default_model: str | None, key_envs: dict[str, str]) -> Target:
+    match = _TARGET.match(text.strip())
+    if not match:
+        raise UsageError(
+            f"--target: expected NAME=BASE_URL or NAME=BASE_URL@MODEL (http or https), got {text!r}"
+        )
+    model = match.group("model") or default_model
+    name = match.group("name")
+    if not model:
+        raise UsageError(f"--target {name}: no model (give --model M or {name}=BASE_URL@MODEL)")
+    return Target(name, match.group("url").rstrip("/"), model, key_envs.get(name, "OPENAI_API_KEY"))
+
+
+def parse_key_envs(values: list[str] | None) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for value in values or []:
+        name, sep, var = value.partition("=")
+        if not sep or not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            raise UsageError(f"--api-key-env: expected NAME=ENV_VAR, got {value!r}")
+        if var not in os.environ:
+            raise UsageError(f"--api-key-env {name}: the environment variable {var} is not set")
+        result[name] = var
+    return result
+
+
+def parse_slo(text: str) -> Slo:
+    """``ttft=500ms,tpot=50ms,e2e=5s`` -> bounds in seconds (a bare number is milliseconds)."""
+    bounds: dict[str, float] = {}
+    for part in (item.strip() for item in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in SLO_METRICS:
+            raise argparse.ArgumentTypeError(
+                f"expected NAME=DURATION with NAME one of {', '.join(SLO_METRICS)}, got {part!r}"
+            )
+        try:
+            bounds[name] = duration(value, default_unit="ms")
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{name}: {exc}") from None
+    if not bounds:
+        raise argparse.ArgumentTypeError(f"no bounds in {text!r}")
+    return Slo(bounds)
+
+
+def synthetic_prompt(tokens: int, seed: int) -> str:
+    """About ``tokens`` tokens of plain words (no tokenizer download): a reproducible word salad."""
+    rng = random.Random(seed)
+    words = max(1, round(tokens / TOKENS_PER_WORD))
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def read_prompt(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise UsageError(f"--prompt-file: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--prompt-file: {path} is not UTF-8 text") from None
+    if not text.strip():
+        raise UsageError(f"--prompt-file: {path} is empty")
+    return text

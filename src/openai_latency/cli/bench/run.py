@@ -1,0 +1,376 @@
+"""The load generator of ``openai-latency bench``: real ``AsyncOpenAI`` calls on one shared schedule.
+
+Every request runs through the instrumented SDK; what it measured is in its spans, which
+:class:`Recorder` keeps (tagged with the target and the load level). The bench loop itself only
+notes the arrival time of each content chunk, for the inter-chunk gap distribution.
+
+- Closed loop: ``concurrency`` workers take the next request from one shared schedule, so exactly
+  that many requests are in flight.
+- Open loop: arrivals at ``rate`` per target (constant spacing, or exponential gaps with
+  ``poisson``), at most ``concurrency`` in flight (an arrival that finds no free slot waits: counted
+  as ``late``).
+- Targets are interleaved request by request (round-robin on the shared schedule) unless
+  ``sequential``: then each target runs the whole load on its own, one after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .plan import Load, Target, Workload
+from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
+
+
+@dataclass
+class RunState:
+    """Shared by the runner and the progress display."""
+
+    planned: dict[str, int]
+    #: Gaps between content chunks as the client received them, per (target, load level).
+    chunk_gaps: dict[tuple[str, str], list[float]]
+    late: int = 0
+    interrupted: bool = False
+    #: How late the event loop woke a 50 ms sleep, sampled all through the run (seconds). A client
+    #: whose loop is late delays every chunk it reads: its TTFT is partly its own.
+    loop_lag: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    #: ``--workers`` processes that ended without reporting (their requests are missing).
+    failed_workers: int = 0
+
+
+def progress_lines(
+    targets: Sequence[Target], progress: Mapping[str, TargetProgress], state: RunState
+) -> list[str]:
+    lines = []
+    for target in targets:
+        p = progress.get(target.name)
+        done, errors = (p.done, p.errors) if p else (0, 0)
+        total = state.planned.get(target.name) or "?"
+        ttft = p.rolling_ttft_p50() if p else None
+        ttft_text = "-" if ttft is None else f"{ttft * 1000:.0f} ms"
+        lines.append(f"{target.name}: {done}/{total} done, {errors} errors, rolling p50 ttft {ttft_text}")
+    return lines
+
+
+LAG_INTERVAL = 0.05
+#: Above this p95 event-loop lag the results say that the client was a bottleneck.
+LAG_WARNING_S = 0.010
+
+
+async def watch_loop_lag(state: RunState) -> None:
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(LAG_INTERVAL)
+        state.loop_lag.append(max(0.0, time.perf_counter() - start - LAG_INTERVAL))
+
+
+Send = Callable[[int], Awaitable[None]]
+#: The service name of bench's spans.
+SERVICE = "openai-latency-bench"
+TICK_S = 0.25
+
+
+@contextlib.contextmanager
+def instrumented() -> Iterator[Recorder]:
+    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics)."""
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ... import OpenAILatencyInstrumentor
+
+    recorder = Recorder()
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider.add_span_processor(recorder)
+    instrumentor = OpenAILatencyInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=provider, meter_provider=NoOpMeterProvider(), phase_spans="detailed"
+    )
+    try:
+        yield recorder
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+
+def clients_for(targets: Sequence[Target], timeout: float, max_retries: int) -> list[Any]:
+    import openai
+
+    return [
+        openai.AsyncOpenAI(
+            base_url=t.base_url, api_key=t.api_key() or "-", timeout=timeout, max_retries=max_retries
+        )
+        for t in targets
+    ]
+
+
+async def supervise(runner: Runner, work: Callable[[], Awaitable[None]], tick: Callable[[], None]) -> bool:
+    """Run ``work`` (warm-up and load levels) with the event-loop lag sampled, the CPU time counted and
+    ``tick`` called a few times a second; True when interrupted: Ctrl-C cancels what is in flight."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    interrupted = False
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        if not interrupted:  # a second SIGINT (the terminal's and a --workers parent's) changes nothing
+            interrupted = True
+            main.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    ticker = asyncio.ensure_future(_tick(tick))
+    lag = asyncio.ensure_future(watch_loop_lag(runner.state))
+    cpu = time.process_time()
+    try:
+        with frozen_heap():
+            await work()
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        ticker.cancel()
+        lag.cancel()
+        runner.state.cpu_s += time.process_time() - cpu
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        for client in runner.clients:
+            with contextlib.suppress(Exception):
+                await client.close()
+    return interrupted
+
+
+async def _tick(tick: Callable[[], None]) -> None:
+    while True:
+        tick()
+        freeze_survivors()
+        await asyncio.sleep(TICK_S)
+
+
+class Runner:
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        clients: Sequence[Any],
+        workload: Workload,
+        state: RunState,
+        seed: int = 0,
+    ) -> None:
+        self.targets = targets
+        self.seed = seed
+        self.clients = clients
+        self.workload = workload
+        self.state = state
+        self._kwargs = [workload.create_kwargs(target.model) for target in targets]
+        self._attributes: dict[tuple[int, str], dict[str, str | bool]] = {}
+
+    async def request(self, index: int, load: str, warmup: bool = False) -> None:
+        """One call through the SDK. Its failure is the endpoint's answer, recorded in its span."""
+        target = self.targets[index]
+        attributes = self._attributes.get((index, load))
+        if attributes is None:
+            attributes = self._attributes[(index, load)] = tags(target.name, load, warmup)
+        tag = Tag(target.name, load, warmup, attributes)
+        token = TAG.set(tag)
+        try:
+            await self._call(index, tag)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the SDK's own exception: the span has it (error.type, category)
+            pass
+        finally:
+            TAG.reset(token)
+
+    async def _call(self, index: int, tag: Tag) -> None:
+        """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up)."""
+        client = self.clients[index]
+        kwargs = self._kwargs[index]
+        if not self.workload.stream:
+            await client.chat.completions.create(**kwargs)
+            return
+        gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
+        stream = await client.chat.completions.create(**kwargs)
+        last = 0
+        async with stream:
+            async for chunk in stream:
+                if not _has_content(chunk):
+                    continue
+                tag.content_chunks += 1
+                if gaps is None:
+                    continue
+                now = time.perf_counter_ns()
+                if last:
+                    gaps.append((now - last) / 1e9)
+                last = now
+
+    async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
+        order = iter([index for _ in range(requests) for index in range(len(self.targets))])
+
+        def send(i: int) -> Awaitable[None]:
+            return self.request(i, "warmup", warmup=True)
+
+        await closed_loop(order, concurrency, send, None, every=ramp / concurrency)
+
+    async def run(
+        self, load: Load, requests: int | None, seconds: float | None, sequential: bool, ramp: float = 0.0
+    ) -> None:
+        for indices in groups(len(self.targets), sequential):
+            await self.run_group(indices, load, requests, seconds, ramp)
+
+    async def run_group(
+        self,
+        indices: Sequence[int],
+        load: Load,
+        requests: int | None,
+        seconds: float | None,
+        ramp: float = 0.0,
+        part: int = 0,
+        parts: int = 1,
+        origin: float | None = None,
+    ) -> None:
+        """One load level for these targets, from ``origin`` (``time.monotonic()``; default now). In a
+        ``--workers`` run this process is worker ``part`` of ``parts``: it takes its share of the
+        concurrency (or of the rate), and its place in the ramp (or in the arrival spacing) from the
+        origin all workers share, so that together they make the load of one."""
+        origin = time.monotonic() if origin is None else origin
+        deadline = None if seconds is None else origin + seconds
+        order = schedule(indices, requests)
+
+        def send(i: int) -> Awaitable[None]:
+            return self.request(i, load.label)
+
+        if load.rate is None:
+            spacing = ramp / load.concurrency  # between the starts of two workers, over all processes
+            concurrency = share(load.concurrency, parts, part)
+            first, every = part * spacing, parts * spacing
+            await closed_loop(order, concurrency, send, deadline, first, every, origin)
+        else:
+            rate = load.rate * len(indices)
+            rng = random.Random(self.seed + part)
+            offset = 0.0 if load.poisson else part / rate  # constant spacing: the workers take turns
+            cap = share(load.concurrency, parts, part)
+            self.state.late += await open_loop(
+                order, rate / parts, load.poisson, rng, cap, send, deadline, offset, origin
+            )
+
+
+def groups(targets: int, sequential: bool) -> list[list[int]]:
+    """The targets that run together: all of them (interleaved), or one after another."""
+    return [[i] for i in range(targets)] if sequential else [list(range(targets))]
+
+
+def share(total: int, parts: int, part: int) -> int:
+    """Part ``part`` of ``total`` split into ``parts`` near-equal whole shares."""
+    return total // parts + (1 if part < total % parts else 0)
+
+
+def _has_content(chunk: Any) -> bool:
+    for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
+        if delta is not None and (getattr(delta, "content", None) or getattr(delta, "tool_calls", None)):
+            return True
+    return False
+
+
+def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
+    """Round-robin over the targets: ``requests`` each, or without end (a ``--duration`` run)."""
+    if requests is None:
+        return itertools.cycle(indices)
+    return iter([index for _ in range(requests) for index in indices])
+
+
+async def closed_loop(
+    order: Iterator[int],
+    concurrency: int,
+    send: Send,
+    deadline: float | None,
+    first: float = 0.0,
+    every: float = 0.0,
+    origin: float | None = None,
+) -> None:
+    """``concurrency`` workers on one shared schedule; worker k starts ``first + k * every`` s after
+    ``origin`` (``time.monotonic()``; default now)."""
+    origin = time.monotonic() if origin is None else origin
+
+    async def worker(number: int) -> None:
+        wait = origin + first + number * every - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        for index in order:  # one shared iterator: each request is taken exactly once
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            await send(index)
+
+    await _gather([worker(number) for number in range(concurrency)])
+
+
+async def open_loop(
+    order: Iterator[int],
+    rate: float,
+    poisson: bool,
+    rng: random.Random,
+    cap: int,
+    send: Send,
+    deadline: float | None,
+    offset: float = 0.0,
+    origin: float | None = None,
+) -> int:
+    """Arrivals at ``rate`` per second, the first ``offset`` s after ``origin`` (``time.monotonic()``;
+    default now); returns how many found all ``cap`` slots busy (late)."""
+    slots = asyncio.Semaphore(cap)
+    tasks: set[asyncio.Task[None]] = set()
+    late = 0
+    start = time.monotonic() if origin is None else origin
+    due = offset
+    try:
+        for number, index in enumerate(order):
+            if number:
+                due += rng.expovariate(rate) if poisson else 1.0 / rate
+            wait = start + due - time.monotonic()
+            if deadline is not None and start + due >= deadline:
+                break
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if slots.locked():
+                late += 1
+            await slots.acquire()
+            task = asyncio.ensure_future(send(index))
+            tasks.add(task)
+            task.add_done_callback(_finisher(tasks, slots))
+        if tasks:
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return late
+
+
+def _finisher(
+    tasks: set[asyncio.Task[None]], slots: asyncio.Semaphore
+) -> Callable[[asyncio.Task[None]], None]:
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        slots.release()
+
+    return done
+
+
+async def _gather(coroutines: list[Awaitable[None]]) -> None:
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,215 @@
+"""The numbers of ``openai-latency bench``, from the spans of its calls (what ``report`` rereads).
+
+Definitions (the benchmark tools disagree; ours say what they are):
+
+- ``ttft``: call start -> first content-bearing chunk (``openai_latency.time_to_first_token``);
+  ``ttfc``: -> first chunk of any kind (``gen_ai.response.time_to_first_chunk``).
+- ``tpot``: (first to last output token) / (output tokens - 1), first token excluded (vLLM's
+  definition; ``openai_latency.time_per_output_token``).
+- ``e2e``: the whole call, retries and backoff included (the operation span).
+- ``tokens/s``: output tokens / e2e per request; ``throughput``: all output tokens of the target
+  over the wall time from its first call's start to its last call's end.
+- ``goodput``: the share of requests that succeeded and met every ``--slo`` bound (a bound on a
+  value the request does not have, such as ttft of a non-stream call, does not count against it).
+- Output tokens come from the server's ``usage``; where it was missing (``openai_latency.usage.estimated``)
+  they are the content chunks the bench client received (``openai_latency.bench.output_chunks``, kept
+  in the ``--out`` file), and the output says for how many requests.
+- Chunk gaps: the time between two content chunks as the bench client received them, pooled over
+  the target's requests at one load level (the one number that does not come from the spans).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..spans.calls import Call
+from ..stats.groups import GroupStats, group, summarize
+from ..stats.percentiles import Dist
+from ..stats.triage import Bucket, triage
+from .plan import Slo
+
+
+@dataclass
+class TargetStats:
+    group: GroupStats
+    requests: int
+    errors: int
+    cancelled: int
+    ttft: Dist | None
+    ttfc: Dist | None
+    e2e: Dist
+    tpot: Dist | None
+    tokens_per_s: Dist | None
+    throughput: float | None
+    requests_per_s: float | None
+    goodput: float | None
+    goodput_requests: int
+    retries: int
+    backoff_s: float
+    output_tokens: int
+    estimated_tokens: int
+    cache_hit_ttft: Dist | None
+    cache_miss_ttft: Dist | None
+    chunk_gaps: Dist | None
+    triage: dict[str, Bucket]
+    #: Per phase, the median over all calls (0 for a call without it): what ``differs_most`` compares.
+    phase_medians: dict[str, float]
+    http_medians: dict[str, float]
+
+    @property
+    def label(self) -> str:
+        """The target's name (a sweep prints one table per load level)."""
+        return self.group.key.get("target") or self.group.label
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+def target_stats(
+    calls: Sequence[Call],
+    by: Sequence[str],
+    slo: Slo,
+    slow_threshold: float | None = None,
+    client_timeout: float | None = None,
+    chunk_gaps: dict[tuple[str, str], list[float]] | None = None,
+) -> list[TargetStats]:
+    """One entry per group of ``by`` keys (bench: target, and load level in a sweep)."""
+    cancelled: dict[tuple[str, ...], int] = {}
+    finished = []
+    for call in calls:
+        if call.category == "cancelled":
+            values = tuple(call.keys[name] for name in by)
+            cancelled[values] = cancelled.get(values, 0) + 1
+        else:
+            finished.append(call)
+    result = []
+    for summary in summarize(group(finished, by), slow_threshold):
+        key = summary.key
+        gaps = (chunk_gaps or {}).get((key.get("target", ""), key.get("load", "")), [])
+        result.append(_stats(summary, slo, client_timeout, gaps, cancelled.get(tuple(key.values()), 0)))
+    return result
+
+
+def _stats(
+    group: GroupStats,
+    slo: Slo,
+    client_timeout: float | None,
+    gaps: list[float],
+    cancelled: int,
+) -> TargetStats:
+    calls = group.group.members
+    ok = [call for call in calls if call.error_type is None]
+    tokens = sum(call.output_tokens or 0 for call in ok)
+    start = min(call.start_ns for call in calls)
+    end = max(call.end_ns for call in calls)
+    wall = (end - start) / 1e9
+    cached = [call for call in ok if call.ttft is not None and call.cached_tokens is not None]
+    any_hit = any((call.cached_tokens or 0) > 0 for call in cached)
+    good = [call for call in ok if _meets(call, slo)] if slo else []
+    return TargetStats(
+        group=group,
+        requests=len(calls),
+        errors=len(calls) - len(ok),
+        cancelled=cancelled,
+        ttft=Dist.of(call.ttft for call in ok if call.ttft is not None),
+        ttfc=Dist.of(call.ttfc for call in ok if call.ttfc is not None),
+        e2e=group.duration,
+        tpot=Dist.of(call.tpot for call in ok if call.tpot is not None),
+        tokens_per_s=Dist.of(
+            call.output_tokens / call.duration for call in ok if call.output_tokens and call.duration > 0
+        ),
+        throughput=tokens / wall if wall > 0 and tokens else None,
+        requests_per_s=len(calls) / wall if wall > 0 else None,
+        goodput=len(good) / len(calls) if slo and calls else None,
+        goodput_requests=len(good),
+        retries=sum(len(call.retry_reasons) for call in calls),
+        backoff_s=sum(call.phases.get("retry_backoff", 0.0) for call in calls),
+        output_tokens=tokens,
+        estimated_tokens=sum(1 for call in ok if call.usage_estimated),
+        cache_hit_ttft=Dist.of(c.ttft or 0.0 for c in cached if (c.cached_tokens or 0) > 0)
+        if any_hit
+        else None,
+        cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
+        chunk_gaps=Dist.of(gaps),
+        triage=triage(calls, group.slow.threshold, client_timeout),
+        phase_medians=_medians(calls, "phases"),
+        http_medians=_medians(calls, "http"),
+    )
+
+
+def _meets(call: Call, slo: Slo) -> bool:
+    values: dict[str, float | None] = {
+        "ttft": call.ttft,
+        "ttfc": call.ttfc,
+        "tpot": call.tpot,
+        "e2e": call.duration,
+    }
+    for name, bound in slo.bounds.items():
+        value = values[name]
+        if value is not None and value > bound:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Difference:
+    phase: str
+    low: tuple[str, float]
+    high: tuple[str, float]
+    #: The http.* sub-phase that differs most inside network_wait, when it was recorded.
+    inner: tuple[str, float, float] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "fastest": {"target": self.low[0], "median_per_call": self.low[1]},
+            "slowest": {"target": self.high[0], "median_per_call": self.high[1]},
+            "inner_http_phase": self.inner[0] if self.inner else None,
+        }
+
+
+def differs_most(stats: Sequence[TargetStats]) -> Difference | None:
+    """The phase whose per-call median is farthest apart between the targets.
+
+    The median is over all the target's calls, a call without the phase counting 0 (so a phase
+    that few calls have, like ``retry_backoff``, does not win on the few that had it)."""
+    if len(stats) < 2:
+        return None
+    best: Difference | None = None
+    best_gap = 0.0
+    for name in _names(stats, "phases"):
+        values = [(s.label, s.phase_medians.get(name, 0.0)) for s in stats]
+        low, high = min(values, key=lambda v: v[1]), max(values, key=lambda v: v[1])
+        if high[1] - low[1] > best_gap:
+            best_gap = high[1] - low[1]
+            best = Difference(name, low, high, None)
+    if best is None or best.phase != "network_wait":
+        return best
+    by_label = {s.label: s for s in stats}
+    fast, slow = by_label[best.low[0]], by_label[best.high[0]]
+    inner = [
+        (name, slow.http_medians.get(name, 0.0), fast.http_medians.get(name, 0.0))
+        for name in _names([fast, slow], "http")
+    ]
+    if not inner:
+        return best
+    return Difference(best.phase, best.low, best.high, max(inner, key=lambda item: item[1] - item[2]))
+
+
+def _names(stats: Sequence[TargetStats], attribute: str) -> list[str]:
+    names: list[str] = []
+    for s in stats:
+        names += [p.name for p in getattr(s.group, attribute) if p.name not in names]
+    return names
+
+
+def _medians(calls: Sequence[Call], attribute: str) -> dict[str, float]:
+    """Per phase: the median over all calls of the time the call spent in it (0 without it)."""
+    names = {name for call in calls for name in getattr(call, attribute)}
+    return {
+        name: statistics.median(getattr(call, attribute).get(name, 0.0) for call in calls) for name in names
+    }

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (and by benchmarks/ and scripts/): servers, clients, span checks."""
