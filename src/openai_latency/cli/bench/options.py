@@ -131,6 +131,11 @@ def build_parser() -> Parser:
         metavar="S",
         help="triage: slow successes take at least this long (default: the target's p95)",
     )
+    result.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="the target the verdict compares every other target with (default: the first --target)",
+    )
     result.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table")
     result.add_argument(
         "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
@@ -152,6 +157,8 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UsageError(f"--target: names must differ, got {', '.join(names)}")
+    if opts.baseline is not None and opts.baseline not in names:
+        raise UsageError(f"--baseline: no target named {opts.baseline!r} (targets: {', '.join(names)})")
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
     return BenchOptions(
@@ -174,6 +181,7 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         format=opts.format,
         out=opts.out,
         progress=opts.progress,
+        baseline=opts.baseline,
     )
 
 

@@ -12,12 +12,14 @@ from ..render.tables import Rows, markdown_table, table
 from ..render.terminal import Output
 from ..render.text import format_duration, triple
 from ..render.triage import triage_lines
+from ..render.verdict import sentences
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
-from .stats import Difference, TargetStats, differs_most
+from .stats import TargetStats
+from .verdicts import level_verdicts, verdict_lines, verdicts_json
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -92,10 +94,8 @@ def _plain_table(rows: Rows) -> list[str]:
     return table(rows, indent="")
 
 
-def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[str]:
+def notes(stats: Sequence[TargetStats]) -> list[str]:
     lines = []
-    if difference is not None:
-        lines.append(_sentence(difference))
     for s in stats:
         if s.estimated_tokens:
             lines.append(
@@ -105,29 +105,14 @@ def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[s
     return lines
 
 
-def _sentence(difference: Difference) -> str:
-    (low_name, low), (high_name, high) = difference.low, difference.high
-    ratio = f", x{high / low:.1f}" if low > 0 else ""
-    text = (
-        f"The phase that differs most between targets: {difference.phase}"
-        f" (median per call {_ms(high)} on {high_name} vs {_ms(low)} on {low_name}{ratio})"
-    )
-    if difference.inner is not None:
-        name, inner_high, inner_low = difference.inner
-        text += f"; inside it http.{name} ({_ms(inner_high)} vs {_ms(inner_low)})"
-    return text + "."
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
-
-
 def render_text(
-    stats: Sequence[TargetStats], slo: Slo, difference: Difference | None, markdown: bool = False
+    stats: Sequence[TargetStats], slo: Slo, baseline: str | None = None, markdown: bool = False
 ) -> str:
     table = markdown_table if markdown else _plain_table
-    lines = [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
-    lines += notes(stats, difference)
+    verdict, rows = verdict_lines(level_verdicts(stats, baseline))
+    lines = [*verdict, *(["", *table(rows), ""] if rows else [])]
+    lines += [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
+    lines += notes(stats)
     for s in stats:
         calls = s.requests
         lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
@@ -260,16 +245,15 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         if len(loads) > 1:
             out.line(f"\n== {load}", style="bold")
         out.line()
-        text = render_text(level, slo, differs_most(level), markdown=options.format == "markdown")
+        text = render_text(level, slo, options.baseline, markdown=options.format == "markdown")
+        bold = {line for verdict in level_verdicts(level, options.baseline) for line in sentences(verdict)}
         for line in text.split("\n"):
-            style = "bold" if line.startswith("The phase that differs most") else None
-            out.line(line, style)
+            out.line(line, "bold" if line in bold else None)
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
     options, schedule = plan.options, plan.options.schedule
     workload, loads, slo = options.workload, schedule.levels, options.slo
-    differences = {load: differs_most(level) for load, level in _by_load(stats).items()}
     return {
         "tool": "openai-latency bench",
         "version": __version__,
@@ -296,6 +280,6 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         "late_arrivals": state.late,
         "client": _client(stats, state),
         "results": [target_json(s, slo) for s in stats],
-        "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
+        "verdict": verdicts_json(_by_load(stats), options.baseline),
         "out": options.out,
     }

@@ -131,6 +131,8 @@ class BenchOptions:
     #: Where every span goes as OTLP JSON lines (None: nowhere).
     out: str | None = None
     progress: bool = True
+    #: The target the verdict compares the others with (None: the first target).
+    baseline: str | None = None
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ Definitions (the benchmark tools disagree; ours say what they are):
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..spans.calls import Call
 from ..stats.groups import GroupStats, group, summarize
@@ -55,9 +53,6 @@ class TargetStats:
     cache_miss_ttft: Dist | None
     chunk_gaps: Dist | None
     triage: dict[str, Bucket]
-    #: Per phase, the median over all calls (0 for a call without it): what ``differs_most`` compares.
-    phase_medians: dict[str, float]
-    http_medians: dict[str, float]
 
     @property
     def label(self) -> str:
@@ -136,8 +131,6 @@ def _stats(
         cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
         chunk_gaps=Dist.of(gaps),
         triage=triage(calls, group.slow.threshold, client_timeout),
-        phase_medians=_medians(calls, "phases"),
-        http_medians=_medians(calls, "http"),
     )
 
 
@@ -153,63 +146,3 @@ def _meets(call: Call, slo: Slo) -> bool:
         if value is not None and value > bound:
             return False
     return True
-
-
-@dataclass(frozen=True)
-class Difference:
-    phase: str
-    low: tuple[str, float]
-    high: tuple[str, float]
-    #: The http.* sub-phase that differs most inside network_wait, when it was recorded.
-    inner: tuple[str, float, float] | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "phase": self.phase,
-            "fastest": {"target": self.low[0], "median_per_call": self.low[1]},
-            "slowest": {"target": self.high[0], "median_per_call": self.high[1]},
-            "inner_http_phase": self.inner[0] if self.inner else None,
-        }
-
-
-def differs_most(stats: Sequence[TargetStats]) -> Difference | None:
-    """The phase whose per-call median is farthest apart between the targets.
-
-    The median is over all the target's calls, a call without the phase counting 0 (so a phase
-    that few calls have, like ``retry_backoff``, does not win on the few that had it)."""
-    if len(stats) < 2:
-        return None
-    best: Difference | None = None
-    best_gap = 0.0
-    for name in _names(stats, "phases"):
-        values = [(s.label, s.phase_medians.get(name, 0.0)) for s in stats]
-        low, high = min(values, key=lambda v: v[1]), max(values, key=lambda v: v[1])
-        if high[1] - low[1] > best_gap:
-            best_gap = high[1] - low[1]
-            best = Difference(name, low, high, None)
-    if best is None or best.phase != "network_wait":
-        return best
-    by_label = {s.label: s for s in stats}
-    fast, slow = by_label[best.low[0]], by_label[best.high[0]]
-    inner = [
-        (name, slow.http_medians.get(name, 0.0), fast.http_medians.get(name, 0.0))
-        for name in _names([fast, slow], "http")
-    ]
-    if not inner:
-        return best
-    return Difference(best.phase, best.low, best.high, max(inner, key=lambda item: item[1] - item[2]))
-
-
-def _names(stats: Sequence[TargetStats], attribute: str) -> list[str]:
-    names: list[str] = []
-    for s in stats:
-        names += [p.name for p in getattr(s.group, attribute) if p.name not in names]
-    return names
-
-
-def _medians(calls: Sequence[Call], attribute: str) -> dict[str, float]:
-    """Per phase: the median over all calls of the time the call spent in it (0 without it)."""
-    names = {name for call in calls for name in getattr(call, attribute)}
-    return {
-        name: statistics.median(getattr(call, attribute).get(name, 0.0) for call in calls) for name in names
-    }

@@ -1,0 +1,46 @@
+"""The verdict of a bench run: at each load level, every target against the baseline target.
+
+The baseline is ``--baseline NAME``, else the first target given. The numbers are
+:func:`..stats.verdict.compare`'s, the words :mod:`..render.verdict`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..render.verdict import method, method_json, sentences, verdict_json, verdict_rows
+from ..stats.verdict import Verdict, compare
+from .stats import TargetStats
+
+
+def level_verdicts(level: Sequence[TargetStats], baseline: str | None) -> list[Verdict]:
+    """One verdict per target other than the baseline, at one load level (none with one target)."""
+    if len(level) < 2:
+        return []
+    base = next((s for s in level if s.label == baseline), level[0])
+    return [
+        compare(base.group.group.members, s.group.group.members, (base.label, s.label))
+        for s in level
+        if s is not base
+    ]
+
+
+def verdict_lines(verdicts: Sequence[Verdict]) -> tuple[list[str], list[list[str]]]:
+    """The sentences, and the table's rows (empty without a verdict)."""
+    if not verdicts:
+        return [], []
+    lines = [line for verdict in verdicts for line in sentences(verdict)]
+    rows = verdict_rows(verdicts)
+    if len(rows) == 1:  # too few calls: nothing was compared
+        return lines, []
+    return [*lines, f"({method()})"], rows
+
+
+def verdicts_json(levels: Mapping[str, Sequence[TargetStats]], baseline: str | None) -> dict[str, Any]:
+    return {
+        **method_json(),
+        "levels": {
+            load: [verdict_json(v) for v in level_verdicts(level, baseline)] for load, level in levels.items()
+        },
+    }

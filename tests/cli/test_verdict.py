@@ -1,0 +1,131 @@
+"""The verdict of ``bench`` (issue 21's "Must show"), run as a subprocess against fake servers, and the
+bootstrap that gives its intervals, checked against a brute-force bootstrap.
+
+No timing assertion of speed: what the servers were told differs by 200 ms, or by a 429 on every 5th
+request, or not at all, and the verdict must say so."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from openai_latency.cli.stats.bootstrap import (
+    binomial,
+    quantile_difference,
+    rate_difference,
+    resampled_quantile,
+)
+from openai_latency.cli.stats.percentiles import percentile
+from tests.support.cli_runs import run_cli, servers
+
+STREAM = {"ttft-ms": 20, "chunks": 8, "chunk-delay-ms": 5}
+
+
+def _bench(a: dict[str, object], b: dict[str, object], *extra: str) -> tuple[dict[str, Any], str]:
+    with ExitStack() as stack:
+        first, second = servers(stack, a, b)
+        targets = ["--target", f"a={first.base_url}", "--target", f"b={second.base_url}"]
+        common = [*targets, "--model", "m", "-n", "40", "-c", "4", *extra]
+        result = run_cli(["bench", *common, "--format", "json", "--out", "/dev/null"])
+        assert result.code == 0, result.err
+    (verdict,) = result.json()["verdict"]["levels"]["c=4"]
+    return verdict, "\n".join(verdict["sentences"])
+
+
+def test_a_429_on_every_5th_request_makes_p95_slower_and_p50_equal() -> None:
+    verdict, text = _bench(
+        {"delay-ms": 50, **STREAM}, {"delay-ms": 50, **STREAM, "every": "5:fail-attempts=1"}
+    )
+    assert (verdict["baseline"]["label"], verdict["current"]["label"]) == ("a", "b")
+    assert verdict["current"]["backoff_calls"] == 8 and verdict["baseline"]["backoff_calls"] == 0
+    for metric in ("ttft", "e2e"):
+        p50, p95 = verdict["metrics"][metric]["p50"], verdict["metrics"][metric]["p95"]
+        assert not p50["significant"], p50
+        assert p50["ci_low"] <= 0 <= p50["ci_high"] or abs(p50["difference"]) < 0.05 * p50["baseline"]
+        assert p95["significant"] and p95["ci_low"] > 0, p95
+        assert p95["phases"][0]["phase"] == "retry_backoff" and p95["phases"][0]["change_s"] > 0
+    assert "b vs a, time to first token: p50 equal" in text
+    assert "p95" in text and "slower" in text and "because of retry_backoff" in text
+    assert "8 of 40 calls on b waited on backoff after 429" in text
+
+
+def test_two_identical_servers_give_no_difference_detectable() -> None:
+    verdict, text = _bench({"delay-ms": 50, **STREAM}, {"delay-ms": 50, **STREAM})
+    assert not verdict["significant"]
+    assert text.startswith("b vs a: no difference detectable with 40 and 40 requests")
+    assert not any(
+        e["significant"]
+        for m in verdict["metrics"].values()
+        for k, e in m.items()
+        if k in ("p50", "p95", "rate")
+    )
+
+
+def test_50_vs_250_ms_is_ranked_with_the_interval_containing_200_ms() -> None:
+    verdict, text = _bench({"delay-ms": 50, **STREAM}, {"delay-ms": 250, **STREAM}, "--baseline", "b")
+    # --baseline b: a is the current side, 200 ms faster
+    assert (verdict["baseline"]["label"], verdict["current"]["label"]) == ("b", "a")
+    for metric in ("ttft", "e2e"):
+        p50 = verdict["metrics"][metric]["p50"]
+        assert p50["significant"] and p50["ci_low"] <= -0.200 <= p50["ci_high"], p50
+        assert p50["phases"][0]["phase"] == "network_wait"
+    assert (
+        "a vs b, time to first token: p50 " in text and "faster" in text and "because of network_wait" in text
+    )
+
+
+def test_the_table_puts_the_verdict_first_and_a_bad_baseline_is_a_usage_error() -> None:
+    with ExitStack() as stack:
+        first, second = servers(stack, {"delay-ms": 5, **STREAM}, {"delay-ms": 5, **STREAM})
+        targets = ["--target", f"a={first.base_url}", "--target", f"b={second.base_url}", "--model", "m"]
+        table = run_cli(["bench", *targets, "-n", "6"])
+        bad = run_cli(["bench", *targets, "-n", "6", "--baseline", "c"])
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert lines[3].startswith("b vs a: no difference detectable with 6 and 6 requests"), lines[:4]
+    assert "95% percentile-bootstrap intervals, 2000 resamples per side, seed 0" in table.out
+    assert "differs most" not in table.out
+    assert bad.code == 2 and "--baseline: no target named 'c' (targets: a, b)" in bad.err
+
+
+def _brute(values: list[float], q: float, rng: random.Random) -> float:
+    return percentile(sorted(rng.choice(values) for _ in values), q)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95])
+def test_a_resampled_quantile_has_the_distribution_of_a_real_resample(q: float) -> None:
+    rng = random.Random(1)
+    values = sorted(rng.lognormvariate(0, 1) for _ in range(60))
+    assert len(set(values)) == 60
+    fast, slow = random.Random(2), random.Random(3)
+    ours = sorted(resampled_quantile(fast, values, q) for _ in range(4000))
+    brute = sorted(_brute(values, q, slow) for _ in range(4000))
+    for at in (0.025, 0.25, 0.5, 0.75, 0.975):
+        # the same distribution: quantiles agree within the sampling noise of 4000 draws
+        assert percentile(ours, at) == pytest.approx(percentile(brute, at), rel=0.06), at
+
+
+def test_binomial_draws_have_the_binomial_mean_and_variance() -> None:
+    rng = random.Random(4)
+    for n, p in ((10, 0.3), (200, 0.05), (5000, 0.5)):
+        draws = [binomial(rng, n, p) for _ in range(3000)]
+        assert all(0 <= d <= n for d in draws)
+        assert statistics.fmean(draws) == pytest.approx(n * p, rel=0.05)
+        assert statistics.variance(draws) == pytest.approx(n * p * (1 - p), rel=0.12)
+
+
+def test_intervals_are_reproducible_and_cover_the_difference() -> None:
+    rng = random.Random(5)
+    a = sorted(rng.gauss(0.100, 0.01) for _ in range(200))
+    b = sorted(rng.gauss(0.130, 0.01) for _ in range(200))
+    first, again = quantile_difference(a, b, 0.5), quantile_difference(a, b, 0.5)
+    assert first == again
+    assert first.low < 0.030 < first.high and first.excludes_zero
+    same = quantile_difference(a, a, 0.95)
+    assert same.estimate == 0 and not same.excludes_zero
+    rate = rate_difference((0, 100), (20, 100))
+    assert rate.estimate == pytest.approx(0.2) and rate.low > 0.08 and rate.excludes_zero
