@@ -279,7 +279,7 @@ CLI_LAYERS = (
     ("stats",),  # numbers only: percentiles, groups, triage
     ("render",),  # text: durations, tables, triage, waterfall, span tree, terminal
     ("args",),  # the commands' shell: Parser, UsageError, exit statuses, value parsers
-    ("report", "bench", "compare", "serve"),  # the commands (compare: to come); never each other
+    ("report", "bench", "compare", "serve"),  # the commands; never each other
     ("demo",),  # runs bench, draws report's waterfall
     ("",),  # cli/__init__: the command table (commands imported by name, when they run)
 )

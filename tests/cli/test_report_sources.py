@@ -189,6 +189,29 @@ def test_jaeger_errors_are_one_line(jaeger: FakeJaeger, capsys: pytest.CaptureFi
     assert code == 1 and "no operation spans found" in err and "0 trace(s) from Jaeger" in err
 
 
+def test_compare_reads_a_side_from_jaeger(
+    traces: Traces, jaeger: FakeJaeger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare FILE jaeger:URL?service=...``: one service's spans from Jaeger against the same in a file."""
+    search = f"jaeger:{jaeger.url}?service=search&lookback=30m&limit=50"
+    code = main(["compare", search, search, "--by", "model", "--format", "json", "--fail-if", "e2e.p50>+1%"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["failed"] is False
+    assert report["baseline"] == f"Jaeger at {jaeger.url}, service search"
+    assert {g["label"] for g in report["groups"]} == {"gpt-4o", "gpt-4o-mini"}
+    for entry in report["groups"]:  # the same calls on both sides: no difference, exactly
+        assert entry["verdict"]["significant"] is False
+        assert (
+            entry["verdict"]["metrics"]["e2e"]["calls"]["baseline"]
+            == entry["verdict"]["metrics"]["e2e"]["calls"]["current"]
+        )
+    path, query = jaeger.queries[-1]
+    assert path == "/api/traces" and (query["service"], query["limit"]) == ("search", "50")
+    assert int(query["end"]) - int(query["start"]) == 1800 * 10**6
+    assert main(["compare", f"jaeger:{jaeger.url}?sevrice=x", search]) == 1
+    assert "unknown query key(s) sevrice" in capsys.readouterr().err
+
+
 def test_late_phase_spans_join_their_call(traces: Traces) -> None:
     """Phase spans after their operation (any order) give the calls of the export order."""
     in_order = collect_calls(read_spans([traces.jsonl], ReadStats()))

@@ -1,7 +1,8 @@
-"""The ``openai-latency`` command: ``demo``, ``bench``, ``report`` and ``fake-server``.
+"""The ``openai-latency`` command: ``demo``, ``bench``, ``report``, ``compare`` and ``fake-server``.
 
 Every command is a ``main(argv, out, err) -> int`` in its own package (``report.command``,
-``bench.command``, ``demo.command``; ``serve`` adapts the fake server's), imported only when it runs.
+``bench.command``, ``compare.command``, ``demo.command``; ``serve`` adapts the fake server's),
+imported only when it runs.
 The exit statuses are the same for all (:mod:`.args`): 0 done, 1 nothing to report or a failed
 target or input, 2 bad input (argparse's errors and :class:`~.args.UsageError`, as one line), 70 a bug
 of ours (one line; the traceback with ``OPENAI_LATENCY_DEBUG=1``), 130 interrupted (Ctrl-C).
@@ -23,6 +24,7 @@ COMMANDS = {
     "demo": "openai_latency.cli.demo.command",
     "bench": "openai_latency.cli.bench.command",
     "report": "openai_latency.cli.report.command",
+    "compare": "openai_latency.cli.compare.command",
     "fake-server": "openai_latency.cli.serve",
 }
 DEBUG_ENV = "OPENAI_LATENCY_DEBUG"
