@@ -106,6 +106,10 @@ def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_p
     assert "slow failures:" in text and "rate limited:" in text
     assert "waterfall:" in text and "network_wait" in text
     assert f"openai-latency report {out}" in text
+    # the closing lines: the spans without Docker first (report, the console exporter), Docker after
+    no_docker = text.index("Look at them now, no Docker needed:")
+    assert no_docker < text.index(f"openai-latency report {out} --waterfall 5") < text.index("With Docker:")
+    assert no_docker < text.index("OTEL_TRACES_EXPORTER=console") < text.index("docker run")
     assert "Span trees:" not in text  # only with --trees
     reread = run_cli(["report", str(out), "--format", "json"])
     assert reread.code == 0, reread.err

@@ -11,14 +11,23 @@ of ours (one line; the traceback with ``OPENAI_LATENCY_DEBUG=1``), 130 interrupt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from typing import TextIO
 
 from ..version import __version__
-from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 
+#: Command -> what it does, in one line (``openai-latency --help``).
+SUMMARIES = {
+    "demo": "the whole story on two local fake endpoints, in half a minute (no key, no network)",
+    "bench": "benchmark OpenAI-compatible endpoints or models side by side, every phase of every request",
+    "report": "p50/p95/p99 per phase, triage and waterfall from exported traces (files or Jaeger)",
+    "compare": "compare two runs with confidence intervals; --fail-if gates a CI job",
+    "fake-server": "an OpenAI-compatible server with scripted latency and failures, on 127.0.0.1",
+}
 #: Command -> the module whose ``main(argv, out, err)`` runs it.
 COMMANDS = {
     "demo": "openai_latency.cli.demo.command",
@@ -35,7 +44,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = argparse.ArgumentParser(
         prog="openai-latency",
-        description=f"Where the time of every OpenAI SDK call goes. Commands: {', '.join(COMMANDS)}.",
+        description="Where the time of every OpenAI SDK call goes.\n\ncommands:\n"
+        + "\n".join(f"  {name:<13}{SUMMARIES[name]}" for name in COMMANDS)
+        + "\n\nopenai-latency COMMAND --help: the command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"openai-latency {__version__}")
     parser.add_argument("command", choices=tuple(COMMANDS), help="what to run")
@@ -49,6 +61,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     run = importlib.import_module(COMMANDS[command]).main
     try:
         return int(run(rest, out, err))
+    except BrokenPipeError:  # `openai-latency ... | head`: the reader has gone, which is fine
+        _quiet_stdout()
+        return EXIT_OK
     except UsageError as exc:
         print(f"openai-latency {command}: error: {exc}", file=err)
         return EXIT_USAGE
@@ -63,3 +78,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             file=err,
         )
         return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """Standard output to /dev/null, so that the interpreter's last flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())

@@ -12,4 +12,4 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     from ..fake_server.cli import main as serve
 
     with contextlib.redirect_stdout(out or sys.stdout), contextlib.redirect_stderr(err or sys.stderr):
-        return serve(argv)
+        return serve(argv, prog="openai-latency fake-server")

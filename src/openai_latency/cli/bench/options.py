@@ -36,7 +36,13 @@ def build_parser() -> Parser:
         epilog="Metric definitions: see README ('Benchmarking endpoints').",
     )
     what = parser.add_argument_group("targets")
-    what.add_argument("--target", action="append", required=True, metavar="NAME=BASE_URL[@MODEL]")
+    what.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="NAME=BASE_URL[@MODEL]",
+        help="an endpoint to benchmark, repeatable: a name, its base URL (with /v1), optionally @model",
+    )
     what.add_argument("--model", help="model for targets that do not name one")
     what.add_argument(
         "--api-key-env",
@@ -59,7 +65,7 @@ def build_parser() -> Parser:
         default=True,
         help="ask for usage in the last chunk (stream_options.include_usage; default on)",
     )
-    work.add_argument("--temperature", type=float)
+    work.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
     load = parser.add_argument_group("load")
     load.add_argument(
         "-c",
@@ -136,7 +142,12 @@ def build_parser() -> Parser:
         metavar="NAME",
         help="the target the verdict compares every other target with (default: the first --target)",
     )
-    result.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table")
+    result.add_argument(
+        "--format",
+        choices=("table", "json", "markdown", "csv"),
+        default="table",
+        help="output: table (default), json (everything), markdown, csv (long format, one row per number)",
+    )
     result.add_argument(
         "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
     )

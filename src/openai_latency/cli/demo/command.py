@@ -25,6 +25,13 @@ from ..spans.collect import collect_calls
 from ..spans.files import read_spans
 from ..spans.span import ReadStats
 
+#: ``demo --help``'s description: the docstring's first paragraph, without reST markup.
+DESCRIPTION = (
+    "The whole story in half a minute, on fake servers on 127.0.0.1: no API key, no network, no Docker."
+    " Two local OpenAI-compatible endpoints (one slow to the first token, one with a slow network and an"
+    " occasional 429), a few failures, benchmarked side by side with openai-latency bench: the verdict,"
+    " the table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote."
+)
 MODEL = "gpt-4o-mini"
 #: The two endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
 PROFILES: dict[str, dict[str, object]] = {
@@ -51,7 +58,7 @@ STACK_OTLP = "localhost:4317"
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = Parser(prog="openai-latency demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = Parser(prog="openai-latency demo", description=DESCRIPTION)
     parser.add_argument("--trees", action="store_true", help="also draw four single calls as span trees")
     parser.add_argument(
         "--out", metavar="FILE", help="where to write the spans (default: a new temporary file)"
@@ -93,7 +100,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return code
     _waterfall(spans, out)
     print(
-        f"\nEvery span is in {spans} (OTLP JSON lines). Reread it:\n  openai-latency report {spans}", file=out
+        f"\nEvery span is in {spans} (OTLP JSON lines). Look at them now, no Docker needed:\n"
+        f"  openai-latency report {spans}                 # p50/p95/p99 per phase, triage\n"
+        f"  openai-latency report {spans} --waterfall 5   # the five slowest calls, phase by phase\n"
+        "Your own app's spans, printed as they end (the [otlp] extra brings opentelemetry-instrument):\n"
+        "  OTEL_TRACES_EXPORTER=console OTEL_METRICS_EXPORTER=none opentelemetry-instrument python app.py\n",
+        file=out,
     )
     _jaeger_hint(Path(spans).resolve(), out)
     if opts.trees:
@@ -142,7 +154,8 @@ def _jaeger_hint(spans: Path, out: TextIO) -> None:
         return
     folder = spans.parent
     print(
-        "Send the same spans to Jaeger: start the stack (docker compose up in a clone, see docs/STACK.md;"
+        "With Docker: send the same spans to Jaeger. Start the stack (docker compose up in a clone, see"
+        " docs/STACK.md;"
         f" its collector takes OTLP on {STACK_OTLP} and passes traces on to Jaeger), then replay the file"
         f" with the contrib collector's otlpjsonfile receiver, configured in {config}:\n"
         f"  docker run --rm --network host -v {folder}:{folder}:ro {COLLECTOR_IMAGE} --config {config}\n"

@@ -1,0 +1,122 @@
+"""What a new user tripped over (issue 21, item 4), each as a user meets it: the command run as a
+subprocess, against the real fake server on 127.0.0.1 where a server is needed."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_runs import COMMAND, run_cli, servers
+
+COMMANDS = ("demo", "bench", "report", "compare", "fake-server")
+
+
+def _options_without_help(text: str) -> list[str]:
+    """The option lines of an argparse help text that have no help after them."""
+    lines = text.splitlines()
+    missing = []
+    for index, line in enumerate(lines):
+        if not re.match(r"^  -", line):
+            continue
+        same_line = re.match(r"^  -\S+(?: [^ ]+)?(?:, -\S+(?: [^ ]+)?)*\s{2,}\S", line)
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        next_line = re.match(r"^\s{6,}\S", following) and not following.strip().startswith("-")
+        if not (same_line or next_line):
+            missing.append(line.strip())
+    return missing
+
+
+def test_every_command_has_a_one_line_summary_and_every_option_help() -> None:
+    top = run_cli(["--help"])
+    assert top.code == 0
+    for command in COMMANDS:
+        summary = [line for line in top.out.splitlines() if line.startswith(f"  {command} ")]
+        assert len(summary) == 1 and len(summary[0].split(None, 1)[1]) > 20, top.out
+        helped = run_cli([command, "--help"])
+        assert helped.code == 0, helped.err
+        assert re.search(r"^options:", helped.out, re.M), helped.out
+        assert _options_without_help(helped.out) == [], command
+        assert "``" not in helped.out and ":func:" not in helped.out and ":mod:" not in helped.out, command
+    bench = run_cli(["bench", "--help"]).out
+    assert re.search(r"--target NAME=BASE_URL\[@MODEL\]\s+an endpoint to benchmark", bench)
+    assert re.search(r"--format \{table,json,markdown,csv\}\s+output: table", bench)
+
+
+def test_fake_server_documents_every_and_the_x_fake_values() -> None:
+    text = run_cli(["fake-server", "--help"]).out
+    flat = " ".join(text.split())
+    assert "--every VALUE x-fake-every: N:key=value,...: every Nth request" in flat
+    assert "7:fail-attempts=1" in flat
+    assert (
+        "--usage VALUE x-fake-usage: auto (streams only with stream_options.include_usage), always, never"
+        in flat
+    )
+    assert "--error VALUE x-fake-error: always fail with an OpenAI error body: invalid_api_key 401" in flat
+
+
+def test_fake_server_problems_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        in_use = run_cli(["fake-server", "--port", str(port)], timeout=20)
+    bad_port = run_cli(["fake-server", "--port", "70000"], timeout=20)
+    no_cert = run_cli(["fake-server", "--port", "0", "--certfile", str(tmp_path / "missing.pem")], timeout=20)
+    key_alone = run_cli(["fake-server", "--port", "0", "--keyfile", str(tmp_path / "k.pem")], timeout=20)
+    expected = {
+        "in_use": (in_use, f"cannot listen on 127.0.0.1:{port}:"),
+        "bad_port": (bad_port, "argument --port: not a port number (0-65535): '70000'"),
+        "no_cert": (no_cert, f"cannot read the certificate or key: {tmp_path / 'missing.pem'}: not found"),
+        "key_alone": (key_alone, "--keyfile needs --certfile"),
+    }
+    for name, (result, message) in expected.items():
+        assert result.code == 2, (name, result.err)
+        assert len(result.err.strip().splitlines()) == 1, (name, result.err)
+        assert result.err.startswith("openai-latency fake-server: error: ") and message in result.err, name
+        assert "internal error" not in result.err and "please report" not in result.err
+    assert "in use" in in_use.err
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A fake server's base URL and the spans of a bench run against it."""
+    out = tmp_path_factory.mktemp("pipe") / "spans.jsonl"
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 2, "ttft-ms": 2, "chunks": 4})
+        result = run_cli(
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "30", "--out", str(out)]
+        )
+        assert result.code == 0, result.err
+        yield server.base_url, out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["report", "{spans}", "--waterfall", "30"], ["report", "{spans}", "--format", "json"],
+     ["compare", "{spans}", "{spans}"], ["compare", "{spans}", "{spans}", "--format", "json"],
+     ["bench", "--target", "a={url}", "--model", "m", "-n", "3"],
+     ["bench", "--target", "a={url}", "--model", "m", "-n", "3", "--format", "csv"], ["--help"]],
+)  # fmt: skip
+def test_output_into_a_closed_pipe_ends_quietly(served: tuple[str, Path], args: list[str]) -> None:
+    """``| head``: the reader is gone before the first write (its end closed before the command starts)."""
+    url, spans = served
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [COMMAND, *(arg.format(spans=spans, url=url) for arg in args)],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test", "NO_COLOR": "1"},
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert "BrokenPipeError" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    assert "internal error" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
