@@ -41,7 +41,8 @@ def script_help() -> str:
 def key_docs() -> dict[str, str]:
     """Script key -> its description, from the table of :mod:`.script` (continuation lines joined)."""
     docs: dict[str, str] = {}
-    in_table, keys = False, []
+    in_table = False
+    keys: list[str] = []
     for line in (script_module.__doc__ or "").splitlines():
         if line.startswith("===="):
             in_table = not in_table
