@@ -339,7 +339,14 @@ def test_triage_puts_each_failure_in_its_bucket(tmp_path: Path) -> None:
             ["bench", *each, "--model", "m", "-n", "3", "-c", "6", "--timeout", "0.5", "--max-retries", "1",
              "--slow-threshold", "0.2", "--format", "json", "--out", str(out)]
         )  # fmt: skip
-        assert result.code == 0, result.err
+        # targets whose every request failed make the run fail (exit 1), each named with its first error
+        assert result.code == 1, result.err
+        failed = sorted(
+            line.split()[3].rstrip(":") for line in result.err.splitlines() if "every request failed" in line
+        )
+        assert failed == sorted(
+            name for name, (_, b) in TRIAGE_TARGETS.items() if b not in ("rate_limited", "slow_success")
+        )
         targets = by_target(result.json())
         hang_records = chat_records(spawned[1])
     for name, (_, bucket) in TRIAGE_TARGETS.items():

@@ -120,3 +120,25 @@ def test_output_into_a_closed_pipe_ends_quietly(served: tuple[str, Path], args: 
     assert "BrokenPipeError" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert "internal error" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
+
+
+def test_a_target_whose_every_request_fails_exits_1_with_the_first_error_and_a_v1_hint() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 1})
+        root = server.base_url.removesuffix("/v1")  # the usual mistake: the base URL without /v1
+        no_v1 = run_cli(["bench", "--target", f"gw={root}", "--target", f"ok={server.base_url}",
+                         "--model", "m", "-n", "4", "--max-retries", "0"])  # fmt: skip
+        # --workers: the spans come back through files (no message kept): the status still says it
+        workers = run_cli(["bench", "--target", f"gw={root}", "--model", "m", "-n", "4", "--workers", "2",
+                           "--max-retries", "0"])  # fmt: skip
+    assert no_v1.code == 1, no_v1.err
+    (line,) = [line for line in no_v1.err.splitlines() if "every request failed" in line]
+    assert line.startswith(
+        "openai-latency bench: target gw: every request failed (4 of 4); the first: HTTP 404"
+    )
+    assert "Error code: 404" in line and "Invalid URL (POST /chat/completions)" in line  # the SDK's message
+    assert f"does the base URL lack /v1? try {root}/v1" in line
+    assert "target ok" not in no_v1.err  # the healthy target is not named
+    assert workers.code == 1, workers.err
+    (line,) = [line for line in workers.err.splitlines() if "every request failed" in line]
+    assert "every request failed (4 of 4); the first: HTTP 404" in line and f"try {root}/v1" in line

@@ -15,21 +15,26 @@ import socket
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from ..args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from ..render.terminal import Output, Progress
 from ..spans.collect import collect_calls
 from ..spans.files import read_spans
+from ..spans.names import BENCH_TARGET, OPERATION_NAME
 from ..spans.span import ReadStats, Span
 from ..spans.write import WriteError, from_readable, write_otlp_json
+from .failures import FirstErrors, all_failed_lines
 from .options import build_parser, options_from
 from .output import print_tables, render_csv, result_json
 from .plan import Plan, Target
 from .record import Recorder
 from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 from .stats import target_stats
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -83,7 +88,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             write_otlp_json(options.out, recorder.spans)
         except WriteError as exc:
             raise UsageError(f"--out: {exc}") from None
-    return _finish(plan, (from_readable(span) for span in recorder.spans), state, out, err)
+    errors = FirstErrors(messages=_first_messages(recorder.spans))
+    return _finish(plan, (from_readable(span) for span in recorder.spans), state, out, err, errors)
 
 
 def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
@@ -138,9 +144,28 @@ def _concatenate(parts: Sequence[str], out: str) -> None:
                 shutil.copyfileobj(source, target)
 
 
-def _finish(plan: Plan, spans: Iterable[Span], state: RunState, out: TextIO, err: TextIO) -> int:
+def _first_messages(spans: Iterable[ReadableSpan]) -> dict[str, str]:
+    """Per target, the message of its first failed call (the exception's, kept as the span's status)."""
+    messages: dict[str, str] = {}
+    for span in spans:
+        attributes = span.attributes or {}
+        target = str(attributes.get(BENCH_TARGET, "-"))
+        if OPERATION_NAME in attributes and span.status.description and target not in messages:
+            messages[target] = " ".join(span.status.description.split())[:300]
+    return messages
+
+
+def _finish(
+    plan: Plan,
+    spans: Iterable[Span],
+    state: RunState,
+    out: TextIO,
+    err: TextIO,
+    errors: FirstErrors | None = None,
+) -> int:
     options = plan.options
-    calls = collect_calls(spans).calls
+    errors = errors or FirstErrors()
+    calls = collect_calls(errors.watch(spans)).calls
     stats = target_stats(
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
@@ -159,4 +184,7 @@ def _finish(plan: Plan, spans: Iterable[Span], state: RunState, out: TextIO, err
     if state.interrupted:
         print("openai-latency bench: interrupted: results of the finished requests above", file=err)
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if plan.unreachable or state.failed_workers else EXIT_OK
+    failed = all_failed_lines(stats, plan.targets, errors)
+    for line in failed:
+        print(line, file=err)
+    return EXIT_FAILED if plan.unreachable or state.failed_workers or failed else EXIT_OK
