@@ -292,12 +292,15 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     slo = Slo({"e2e": 0.320})
     (stats,) = target_stats(collect_calls(read_spans([str(out)], ReadStats())).calls, ("target", "load"), slo)
     rows = list(csv.reader(render_csv([stats], slo).splitlines()))[1:]
-    values = {(metric, statistic): value for _, metric, statistic, value in rows}
+    values = {(metric, statistic): value for _, _, metric, statistic, value, _ in rows}
+    # the CSV keeps seconds to the microsecond and rates to 0.001 (what the clock resolves)
     for metric in ("ttft", "ttfc", "e2e", "tpot", "tokens_per_s"):
         for statistic in ("n", "p50", "p95", "p99", "min", "max"):
-            assert float(values[metric, statistic]) == entry[metric][statistic], (metric, statistic)
-    assert float(values["goodput", "value"]) == entry["goodput"]
-    assert float(values["backoff_s", "value"]) == entry["backoff_s"]
+            resolution = 5e-4 if metric == "tokens_per_s" else 5e-7
+            expected = pytest.approx(entry[metric][statistic], abs=resolution)
+            assert float(values[metric, statistic]) == expected, (metric, statistic)
+    assert float(values["goodput", "value"]) == pytest.approx(entry["goodput"], abs=5e-7)
+    assert float(values["backoff_s", "value"]) == pytest.approx(entry["backoff_s"], abs=5e-7)
     markdown = render_text([stats], slo, None, markdown=True).splitlines()
     for label, metric in (("ttft (first content token)", "ttft"), ("e2e (whole call)", "e2e")):
         cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
@@ -581,11 +584,19 @@ def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
     assert table[0].startswith("| p50 / p95 / p99 | a | b |") and set(table[1]) <= set("|-")
     assert any(line.startswith("| ttft (first content token) |") for line in table)
     rows = csv_out.out.splitlines()
-    assert rows[0] == "target,metric,statistic,value"
+    assert rows[0] == "target,load,metric,statistic,value,unit"
     assert {row.split(",")[0] for row in rows[1:]} == {"a", "b"}
-    assert any(row.startswith("a,ttft,p95,") for row in rows)
-    assert "b,estimated_token_requests,value,3" in rows and "a,estimated_token_requests,value,0" in rows
-    assert "b,output_tokens,value,24" in rows  # 3 requests of 8 content chunks
+    assert {row.split(",")[1] for row in rows[1:]} == {"c=1"}
+    p95 = next(row.split(",") for row in rows if row.startswith("a,c=1,ttft,p95,"))
+    assert p95[5] == "s" and len(p95[4].partition(".")[2]) <= 6  # seconds, to the microsecond
+    assert (
+        "b,c=1,estimated_token_requests,value,3,count" in rows
+        and "a,c=1,estimated_token_requests,value,0,count" in rows
+    )
+    assert "b,c=1,output_tokens,value,24,count" in rows  # 3 requests of 8 content chunks
+    assert any(row.startswith("a,c=1,error_rate,value,0") and row.endswith(",ratio") for row in rows)
+    assert any(row.startswith("a,c=1,phases.network_wait,share,") and row.endswith(",ratio") for row in rows)
+    assert any(row.startswith("a,c=1,tokens_per_s,p50,") and row.endswith(",tokens/s") for row in rows)
     notes = [line for line in markdown.out.splitlines() if "had no usage from the server" in line]
     assert notes == [
         "b: 3 of 3 successful requests had no usage from the server: their output tokens are counted"

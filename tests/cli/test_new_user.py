@@ -142,3 +142,28 @@ def test_a_target_whose_every_request_fails_exits_1_with_the_first_error_and_a_v
     assert workers.code == 1, workers.err
     (line,) = [line for line in workers.err.splitlines() if "every request failed" in line]
     assert "every request failed (4 of 4); the first: HTTP 404" in line and f"try {root}/v1" in line
+
+
+def test_the_phase_table_says_how_many_calls_had_a_phase_and_a_sweep_csv_has_load_and_unit() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 5, "ttft-ms": 5, "chunks": 4, "every": "4:fail-attempts=1",
+                                    "retry-after-ms": 20})  # fmt: skip
+        common = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "8"]
+        table = run_cli([*common, "-c", "1"])
+        sweep = run_cli([*common, "-c", "1,2", "--format", "csv"])
+    assert table.code == 0 and sweep.code == 0, table.err + sweep.err
+    (backoff,) = [line for line in table.out.splitlines() if line.startswith("retry_backoff")]
+    assert backoff.endswith("(2 of 8 calls)"), backoff  # every 4th request waited on a 429's backoff
+    (build,) = [line for line in table.out.splitlines() if line.startswith("request_build")]
+    assert "calls)" not in build  # every call had it
+    rows = sweep.out.splitlines()
+    assert rows[0] == "target,load,metric,statistic,value,unit"
+    assert {row.split(",")[1] for row in rows[1:]} == {"c=1", "c=2"}
+    units = {
+        row.split(",")[2]: row.split(",")[5] for row in rows[1:] if row.split(",")[3] in ("p50", "value")
+    }
+    assert units["e2e"] == "s" and units["requests"] == "count" and units["error_rate"] == "ratio"
+    assert units["throughput_tokens_per_s"] == "tokens/s" and units["requests_per_s"] == "requests/s"
+    for row in rows[1:]:
+        value = row.split(",")[4]
+        assert len(value.partition(".")[2]) <= 6, row  # nothing finer than the clock's microsecond

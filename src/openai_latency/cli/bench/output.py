@@ -69,18 +69,24 @@ def phase_rows(stats: Sequence[TargetStats]) -> Rows:
             if f"  http.{p.name}" not in names:
                 names.append(f"  http.{p.name}")
     names.sort(key=_phase_order)
-    rows: Rows = [["phase p50 / p95", *(s.label for s in stats)]]
+    rows: Rows = [["phase p50 / p95 (calls with it, when not all)", *(s.label for s in stats)]]
     for name in names:
         cells = []
         for s in stats:
             phases = s.group.http if name.startswith("  http.") else s.group.phases
             key = name.removeprefix("  http.")
             found = next((p.dist for p in phases if p.name == key), None)
-            cells.append(
-                "-" if found is None else f"{format_duration(found.p50)} / {format_duration(found.p95)}"
-            )
+            cells.append(_phase_cell(found, s.requests))
         rows.append([name, *cells])
     return rows
+
+
+def _phase_cell(found: Dist | None, calls: int) -> str:
+    """``p50 / p95`` over the calls that had the phase, and how many they were when not all."""
+    if found is None:
+        return "-"
+    text = f"{format_duration(found.p50)} / {format_duration(found.p95)}"
+    return text if found.n >= calls else f"{text} ({found.n} of {calls} calls)"
 
 
 def _phase_order(name: str) -> tuple[int, int]:
@@ -121,15 +127,49 @@ def render_text(
 
 
 def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
-    """Long format: one row per (target, metric, statistic)."""
+    """Long format: one row per (target, load level, metric, statistic), with the value's unit."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["target", "metric", "statistic", "value"])
+    writer.writerow(["target", "load", "metric", "statistic", "value", "unit"])
     for s in stats:
+        load = s.group.key.get("load", "")
         for metric, value in _flat(s, slo):
             name, _, statistic = metric.rpartition(".")
-            writer.writerow([s.label, name, statistic, "" if value is None else repr(value)])
+            unit = csv_unit(name, statistic)
+            writer.writerow([s.label, load, name, statistic, _csv_value(value, unit), unit])
     return buffer.getvalue().rstrip("\n")
+
+
+#: Metric (or its last part) -> unit, for what is not a duration in seconds.
+_UNITS = {
+    "tokens_per_s": "tokens/s", "throughput_tokens_per_s": "tokens/s", "requests_per_s": "requests/s",
+    "error_rate": "ratio", "goodput": "ratio", "cpu_per_request_s": "s", "backoff_s": "s",
+}  # fmt: skip
+#: Decimals kept per unit: seconds to the microsecond (what the clock resolves), rates to 0.001.
+_DECIMALS = {"s": 6, "ratio": 6, "tokens/s": 3, "requests/s": 3}
+
+
+def csv_unit(metric: str, statistic: str) -> str:
+    """The unit of one CSV value: ``s``, ``ratio``, ``tokens/s``, ``requests/s`` or ``count``."""
+    if statistic == "n":
+        return "count"
+    if statistic == "share":
+        return "ratio"
+    base = metric.split(".")[0]
+    if base in _UNITS:
+        return _UNITS[base]
+    if statistic in ("p50", "p95", "p99", "min", "max", "mean"):
+        return "s"
+    return "count"
+
+
+def _csv_value(value: float | int | None, unit: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and unit in _DECIMALS:
+        rounded = round(value, _DECIMALS[unit])
+        return f"{rounded:.{_DECIMALS[unit]}f}".rstrip("0").rstrip(".") or "0"
+    return repr(value)
 
 
 def _flat(s: TargetStats, slo: Slo) -> list[tuple[str, float | int | None]]:
