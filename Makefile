@@ -16,7 +16,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo check test lint unit matrix peer stack-tools stack-build stack-test dist dist-check clean
+.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,14 +42,19 @@ lint: $(STAMP)
 stack-tools: $(STAMP)
 	bash scripts/install-stack-tools.sh
 
+# Headless Chromium for tests/cli/test_html.py (the --html pages), from Debian's package.
+browser:
+	bash scripts/install-browser.sh
+
 # One run of the suite in .venv (openai 3.x): the quick loop while developing. No apt: tests/stack
 # skips its docker-compose and promtool checks when they are missing (`make stack-tools` installs
-# them; CI and `make matrix` do). ARGS goes to pytest: make unit ARGS=tests/cli/test_bench.py
+# them; CI and `make matrix` do), tests/cli/test_html.py its browser check without chromium (`make
+# browser`; under CI=true a missing chromium fails it). ARGS goes to pytest: make unit ARGS=tests/cli/test_bench.py
 unit: $(STAMP)
 	bash scripts/pytest.sh $(PY) $(ARGS)
 
 # The suite on every SDK generation, each in its own environment under .venv-matrix/.
-matrix: stack-tools
+matrix: stack-tools browser
 	PYTHON=$(PYTHON) bash scripts/test-matrix.sh
 
 peer: $(STAMP)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from ..args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from ..render.terminal import Output, Progress
+from ..spans.calls import Call
 from ..spans.collect import collect_calls
 from ..spans.files import read_spans
 from ..spans.names import BENCH_TARGET, OPERATION_NAME
@@ -31,7 +32,7 @@ from .output import print_tables, render_csv, result_json
 from .plan import Plan, Target
 from .record import Recorder
 from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .stats import target_stats
+from .stats import TargetStats, target_stats
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             )
     if options.out:
         _check_writable(options.out)
+    if options.html:
+        _check_writable(options.html, "--html")
+        _check_plotly()
     plan = Plan(options, targets, unreachable)
     schedule = options.schedule
     state = RunState(
@@ -128,12 +132,47 @@ def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
     return result
 
 
-def _check_writable(path: str) -> None:
+def _check_writable(path: str, option: str = "--out") -> None:
     try:
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise UsageError(f"--out: cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _check_plotly() -> None:
+    from ..render.html import MissingPlotly, plotly_js
+
+    try:
+        plotly_js()
+    except MissingPlotly as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _write_html(plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO) -> None:
+    from ...version import __version__
+    from ..render.html import write_html
+    from ..render.verdict import sentences
+    from .verdicts import level_verdicts
+
+    options = plan.options
+    levels: dict[str, list[TargetStats]] = {}
+    for s in stats:
+        levels.setdefault(s.group.key.get("load", ""), []).append(s)
+    notes = [
+        f"{load}: {line}" if len(levels) > 1 else line
+        for load, level in levels.items()
+        for v in level_verdicts(level, options.baseline)
+        for line in sentences(v)
+    ]
+    title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
+    assert options.html is not None
+    try:
+        write_html(options.html, title, notes, calls, __version__)
+    except OSError as exc:
+        print(f"openai-latency bench: --html: cannot write {options.html}: {exc.strerror or exc}", file=err)
+        return
+    print(f"charts: {options.html} (one self-contained page, opens offline)", file=err)
 
 
 def _concatenate(parts: Sequence[str], out: str) -> None:
@@ -179,6 +218,8 @@ def _finish(
     else:
         print_tables(output, plan, stats, state)
     output.flush()
+    if options.html:
+        _write_html(plan, calls, stats, err)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

@@ -152,6 +152,11 @@ def build_parser() -> Parser:
         "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
     )
     result.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write charts (distributions, phases, load levels, time, slowest calls): one offline page",
+    )
+    result.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -193,6 +198,7 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         out=opts.out,
         progress=opts.progress,
         baseline=opts.baseline,
+        html=opts.html,
     )
 
 

@@ -133,6 +133,8 @@ class BenchOptions:
     progress: bool = True
     #: The target the verdict compares the others with (None: the first target).
     baseline: str | None = None
+    #: Where the charts go as one HTML page (None: nowhere).
+    html: str | None = None
 
 
 @dataclass(frozen=True)

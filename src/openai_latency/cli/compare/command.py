@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 from ...version import __version__
@@ -68,6 +69,11 @@ def _parser() -> Parser:
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default: text)"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write charts of both runs (distributions, phases, time, slowest calls): one offline page",
     )
     return parser
 
@@ -186,6 +192,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         for check in checks:
             if check["failed"] or not check["checked"]:
                 print(f"openai-latency compare: {check['text']}", file=err)
+    if args.html:
+        _write_html(args.html, results, err)
     _write(out, text)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -238,6 +246,27 @@ def _json(
         ],
         "failed": failed,
     }
+
+
+def _write_html(path: str, results: list[Result], err: TextIO) -> None:
+    """Both runs' calls on one page, each group's side named ``baseline``/``current`` as its target."""
+    from ..render.html import MissingPlotly, write_html
+
+    calls: list[Call] = []
+    notes: list[str] = []
+    for label, base, current, verdict, _ in results:
+        prefix = f"{label} " if len(results) > 1 else ""
+        for side, members in (("baseline", base.members), ("current", current.members)):
+            calls += [replace(c, keys={**c.keys, "target": prefix + side, "load": "-"}) for c in members]
+        notes += [prefix + line for line in sentences(verdict)]
+    try:
+        write_html(path, "openai-latency compare: baseline and current", notes, calls, __version__)
+    except MissingPlotly as exc:
+        print(f"openai-latency compare: {exc}", file=err)
+    except OSError as exc:
+        print(f"openai-latency compare: --html: cannot write {path}: {exc.strerror or exc}", file=err)
+    else:
+        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
 
 
 def _write(out: TextIO, text: str) -> None:

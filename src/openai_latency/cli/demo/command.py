@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     parser.add_argument(
         "--out", metavar="FILE", help="where to write the spans (default: a new temporary file)"
     )
+    parser.add_argument("--html", metavar="FILE", help="also write the bench's charts as one offline page")
     opts = parser.parse_args(argv)
     try:
         import openai  # noqa: F401
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             "--model", MODEL, "-n", str(REQUESTS), "-c", "4", "--warmup", "1", "--timeout", str(TIMEOUT_S),
             "--max-retries", "1", "--slo", "ttft=400ms,e2e=1s", "--out", spans, "--no-progress",
         ]  # fmt: skip
+        if opts.html:
+            argv_bench += ["--html", opts.html]
         os.environ.setdefault("OPENAI_API_KEY", "sk-demo-not-a-real-key")
         code = bench(argv_bench, out, err)
     if code != EXIT_OK:

@@ -98,6 +98,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="also draw the N slowest calls' phases as bars on one time axis (--http: with sub-phases)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write charts (distributions, phases, time, slowest calls) as one page that opens offline",
+    )
     add_source_arguments(parser)
     return parser
 
@@ -143,7 +148,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     try:
         spans = open_spans(parser, args, DEFAULT_INPUT, stats)
         with without_gc():
-            collected = collect_calls(spans, intervals=bool(args.waterfall))
+            collected = collect_calls(spans, intervals=bool(args.waterfall or args.html))
     except InputError as exc:
         hint = ""
         if not args.paths and not args.jaeger:
@@ -182,6 +187,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             drawn = waterfall_lines(collected.calls, args.waterfall, width=_width(out), http=args.http)
             lines += ["", *drawn]
         text = "\n".join(lines)
+    if args.html:
+        _write_html(args.html, collected.calls, stats, err)
     try:
         out.write(text + "\n")
         out.flush()
@@ -190,6 +197,20 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, out.fileno())
     return 0
+
+
+def _write_html(path: str, calls: Sequence[Call], stats: ReadStats, err: TextIO) -> None:
+    from ...version import __version__
+    from ..render.html import MissingPlotly, write_html
+
+    try:
+        write_html(path, f"openai-latency report: {source_text(stats)}", [], calls, __version__)
+    except MissingPlotly as exc:
+        print(f"openai-latency report: {exc}", file=err)
+    except OSError as exc:
+        print(f"openai-latency report: --html: cannot write {path}: {exc.strerror or exc}", file=err)
+    else:
+        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
 
 
 def _width(out: TextIO) -> int:

@@ -1,0 +1,334 @@
+"""The charts of ``--html`` as Plotly figures (plain dicts), from calls: numbers to pictures, no page.
+
+Per group (target, or target and load level in a sweep): TTFT and e2e as empirical CDFs on a log
+axis; each phase's p50 stacked with a p95 marker; latency and throughput against the load level;
+requests over time (start against duration, failed and retried calls marked); the slowest calls phase
+by phase, with their target, request id (else trace id) and each attempt's outcome. A chart without
+data is left out. The page around them is :mod:`.html`'s.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from ..spans.calls import Call
+from ..spans.names import phase_rank
+from ..stats.percentiles import percentile
+
+COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
+PHASE_COLORS = {
+    "request_build": "#bab0ac",
+    "network_wait": "#4c78a8",
+    "retry_backoff": "#e45756",
+    "first_token": "#f58518",
+    "reasoning": "#b279a2",
+    "stream_drain": "#54a24b",
+    "response_read": "#72b7b2",
+}
+SLOWEST = 10
+_LAYOUT: dict[str, Any] = {
+    "margin": {"l": 70, "r": 30, "t": 40, "b": 50},
+    "height": 380,
+    "hovermode": "closest",
+}
+
+
+def _natural(text: str) -> list[tuple[int, int | str]]:
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
+
+
+def _label(call: Call, by_load: bool) -> str:
+    keys = call.keys
+    name = keys["target"] if keys["target"] != "-" else f"{keys['endpoint']} {keys['model']}"
+    return f"{name} {keys['load']}" if by_load and keys["load"] != "-" else name
+
+
+def chart_data(calls: Sequence[Call], slowest: int = SLOWEST) -> dict[str, dict[str, Any]]:
+    """The charts as Plotly figures (id -> {"title", "data", "layout"}); a chart without data is left out."""
+    loads = {call.keys["load"] for call in calls}
+    groups: dict[str, list[Call]] = defaultdict(list)
+    for call in calls:
+        groups[_label(call, len(loads) > 1)].append(call)
+    ordered = sorted(groups, key=_natural)
+    colors = {label: COLORS[i % len(COLORS)] for i, label in enumerate(ordered)}
+    charts = {
+        "ttft": _cdf("Time to first token (successful streams)", ordered, groups, colors, "ttft"),
+        "e2e": _cdf("End to end (every call, retries and backoff included)", ordered, groups, colors, "e2e"),
+        "phases": _phases(ordered, groups, colors),
+        "sweep": _sweep(calls),
+        "timeline": _timeline(calls, ordered, groups, colors),
+        "waterfall": _waterfall(calls, slowest, len(loads) > 1),
+    }
+    return {name: chart for name, chart in charts.items() if chart is not None}
+
+
+def _cdf(
+    title: str, ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str], metric: str
+) -> dict[str, Any] | None:
+    data = []
+    for label in ordered:
+        values = sorted(
+            (call.ttft if metric == "ttft" else call.duration) or 0.0
+            for call in groups[label]
+            if (call.ttft is not None and call.error_type is None) or metric == "e2e"
+        )
+        values = [v for v in values if v > 0]
+        if not values:
+            continue
+        n = len(values)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": label,
+                "line": {"shape": "hv", "color": colors[label]},
+                "marker": {"size": 4},
+                "x": [v * 1000 for v in values],
+                "y": [(i + 1) / n for i in range(n)],
+                "hovertemplate": "%{x:.1f} ms: %{y:.0%} of calls<extra>" + html.escape(label) + "</extra>",
+            }
+        )
+    if not data:
+        return None
+    layout = {
+        **_LAYOUT,
+        "title": {"text": title},
+        "xaxis": {"type": "log", "title": {"text": "ms (log)"}},
+        "yaxis": {"title": {"text": "share of calls at or below"}, "tickformat": ".0%", "range": [0, 1.02]},
+    }
+    return {"title": title, "data": data, "layout": layout}
+
+
+def _phases(
+    ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str]
+) -> dict[str, Any] | None:
+    names = sorted({name for calls in groups.values() for c in calls for name in c.phases}, key=phase_rank)
+    data = []
+    for name in names:
+        p50s, p95s, texts, patterns = [], [], [], []
+        for label in ordered:
+            values = sorted(c.phases[name] for c in groups[label] if name in c.phases)
+            total = sum(c.duration for c in groups[label])
+            p50 = percentile(values, 0.5) if values else 0.0
+            p95 = percentile(values, 0.95) if values else 0.0
+            p50s.append(p50 * 1000)
+            p95s.append((p95 - p50) * 1000)
+            share = sum(values) / total if total > 0 else 0.0
+            patterns.append("/" if 0 < len(values) < len(groups[label]) else "")  # not every call had it
+            texts.append(
+                f"{name}: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, {share:.0%} of the time,"
+                f" in {len(values)} of {len(groups[label])} calls"
+            )
+        data.append(
+            {
+                "type": "bar",
+                "name": name,
+                "x": ordered,
+                "y": p50s,
+                "marker": {"color": PHASE_COLORS.get(name), "pattern": {"shape": patterns}},
+                "error_y": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": p95s,
+                    "arrayminus": [0] * len(p95s),
+                    "color": "#333",
+                    "thickness": 1.5,
+                    "width": 6,
+                },
+                "hovertext": texts,
+                "hoverinfo": "text",
+            }
+        )
+    if not data:
+        return None
+    title = "Phases: p50 stacked, a p95 marker on each (over the calls that had it; hatched: not every call)"
+    layout = {**_LAYOUT, "barmode": "stack", "title": {"text": title}, "yaxis": {"title": {"text": "ms"}}}
+    return {"title": title, "data": data, "layout": layout}
+
+
+def _sweep(calls: Sequence[Call]) -> dict[str, Any] | None:
+    levels = sorted({call.keys["load"] for call in calls}, key=_natural)
+    if len(levels) < 2:
+        return None
+    targets = sorted({call.keys["target"] for call in calls}, key=_natural)
+    data: list[dict[str, Any]] = []
+    for index, target in enumerate(targets):
+        color = COLORS[index % len(COLORS)]
+        rows = []
+        for level in levels:
+            members = [c for c in calls if c.keys["target"] == target and c.keys["load"] == level]
+            if not members:
+                continue
+            durations = sorted(c.duration for c in members)
+            wall = (max(c.end_ns for c in members) - min(c.start_ns for c in members)) / 1e9
+            tokens = sum(c.output_tokens or 0 for c in members if c.error_type is None)
+            rows.append(
+                (
+                    level,
+                    percentile(durations, 0.5),
+                    percentile(durations, 0.95),
+                    tokens / wall if wall > 0 else 0,
+                )
+            )
+        x = [row[0] for row in rows]
+        for position, (name, dash) in enumerate((("e2e p50", "solid"), ("e2e p95", "dash"))):
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{target} {name}",
+                    "x": x,
+                    "y": [row[1 + position] * 1000 for row in rows],
+                    "line": {"color": color, "dash": dash},
+                }
+            )
+        data.append(
+            {
+                "type": "bar",
+                "name": f"{target} output tokens/s",
+                "x": x,
+                "y": [row[3] for row in rows],
+                "yaxis": "y2",
+                "opacity": 0.35,
+                "marker": {"color": color},
+            }
+        )
+    title = "Latency and throughput against the load level"
+    layout = {
+        **_LAYOUT,
+        "title": {"text": title},
+        "xaxis": {"title": {"text": "load level"}, "type": "category"},
+        "yaxis": {"title": {"text": "e2e ms"}},
+        "barmode": "group",
+        "yaxis2": {"title": {"text": "output tokens/s"}, "overlaying": "y", "side": "right"},
+    }
+    return {"title": title, "data": data, "layout": layout}
+
+
+def _timeline(
+    calls: Sequence[Call], ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str]
+) -> dict[str, Any] | None:
+    if not calls:
+        return None
+    start = min(call.start_ns for call in calls)
+    data: list[dict[str, Any]] = []
+    for label in ordered:
+        members = groups[label]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": label,
+                "marker": {"color": colors[label], "size": 6},
+                "x": [(c.start_ns - start) / 1e9 for c in members],
+                "y": [c.duration * 1000 for c in members],
+                "text": [_outcome(c) for c in members],
+                "hovertemplate": "%{x:.2f} s: %{y:.1f} ms, %{text}",
+            }
+        )
+    for name, symbol, chosen in (
+        ("failed", "x-thin-open", [c for c in calls if c.error_type is not None]),
+        ("retried", "diamond-open", [c for c in calls if c.retry_reasons]),
+    ):
+        if chosen:
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": name,
+                    "marker": {"symbol": symbol, "size": 13, "color": "#d62728", "line": {"width": 2}},
+                    "x": [(c.start_ns - start) / 1e9 for c in chosen],
+                    "y": [c.duration * 1000 for c in chosen],
+                    "text": [_outcome(c) for c in chosen],
+                    "hovertemplate": "%{text}",
+                }
+            )
+    title = "Requests over time: start against duration (warm-up, drift, bursts)"
+    layout = {
+        **_LAYOUT,
+        "title": {"text": title},
+        "xaxis": {"title": {"text": "start, s after the first call"}},
+        "yaxis": {"title": {"text": "duration ms (log)"}, "type": "log"},
+    }
+    return {"title": title, "data": data, "layout": layout}
+
+
+def attempt_outcomes(call: Call) -> list[str]:
+    """Each attempt's outcome in order: the retried ones' error types, then the last one's (``ok``)."""
+    return [*call.retry_reasons, call.error_type or "ok"]
+
+
+def _outcome(call: Call) -> str:
+    identity = f"request {call.request_id}" if call.request_id else f"trace {call.trace_id}"
+    return f"{identity}; attempts: {', '.join(attempt_outcomes(call))}"
+
+
+def _waterfall(calls: Sequence[Call], slowest: int, by_load: bool) -> dict[str, Any] | None:
+    chosen = [
+        c for c in sorted(calls, key=lambda c: c.duration, reverse=True)[:slowest] if c.intervals or c.phases
+    ]
+    if not chosen:
+        return None
+    rows: dict[str, dict[str, list[Any]]] = defaultdict(lambda: {"y": [], "x": [], "base": [], "text": []})
+    labels = []
+    for rank, call in enumerate(chosen, 1):
+        identity = call.request_id or f"trace {call.trace_id[:16]}"
+        label = f"{rank}. {_label(call, by_load)} · {identity} · {' → '.join(attempt_outcomes(call))}"
+        labels.append(label)
+        parts = (
+            [
+                (i.phase, (i.start_ns - call.start_ns) / 1e6, (i.end_ns - i.start_ns) / 1e6)
+                for i in call.intervals
+                if i.depth == 0
+            ]
+            if call.intervals
+            else _stacked(call)
+        )
+        for phase, offset, length in parts:
+            row = rows[phase]
+            row["y"].append(label)
+            row["x"].append(max(length, 0.0))
+            row["base"].append(offset)
+            row["text"].append(f"{phase} {length:.1f} ms")
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": phase,
+            "marker": {"color": PHASE_COLORS.get(phase)},
+            "hovertemplate": "%{text} at %{base:.1f} ms",
+            "textposition": "none",
+            **rows[phase],
+        }
+        for phase in sorted(rows, key=phase_rank)
+    ]
+    title = f"The {len(chosen)} slowest calls, phase by phase (target · request id or trace id · attempts)"
+    layout = {
+        **_LAYOUT,
+        "title": {"text": title},
+        "barmode": "overlay",
+        "height": 120 + 34 * len(chosen),
+        "margin": {"l": 420, "r": 30, "t": 40, "b": 50},
+        "xaxis": {"title": {"text": "ms from the call's start"}},
+        "yaxis": {
+            "autorange": "reversed",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "automargin": True,
+        },
+    }
+    return {"title": title, "data": data, "layout": layout}
+
+
+def _stacked(call: Call) -> list[tuple[str, float, float]]:
+    """Phases in call order without gaps (calls read without phase spans)."""
+    parts, offset = [], 0.0
+    for phase in sorted(call.phases, key=phase_rank):
+        length = call.phases[phase] * 1000
+        parts.append((phase, offset, length))
+        offset += length
+    return parts
