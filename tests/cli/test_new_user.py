@@ -167,3 +167,33 @@ def test_the_phase_table_says_how_many_calls_had_a_phase_and_a_sweep_csv_has_loa
     for row in rows[1:]:
         value = row.split(",")[4]
         assert len(value.partition(".")[2]) <= 6, row  # nothing finer than the clock's microsecond
+
+
+def test_the_waterfall_names_the_target_each_attempts_outcome_and_a_trace_id_without_request_id(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "spans.jsonl"
+    with ExitStack() as stack:
+        # every 3rd request hangs past the client timeout (no response: no request id), twice;
+        # every 4th gets a 429, then succeeds
+        (server,) = servers(stack, {"delay-ms": 5, "chunks": 3, "every": "3:delay-ms=1500,4:fail-attempts=1",
+                                    "retry-after-ms": 30})  # fmt: skip
+        bench = run_cli(["bench", "--target", f"edge={server.base_url}", "--model", "m", "-n", "8",
+                         "--timeout", "0.4", "--max-retries", "1", "--out", str(out)])  # fmt: skip
+    assert bench.code == 0, bench.err
+    report = run_cli(["report", str(out), "--waterfall", "8"])
+    assert report.code == 0, report.err
+    headers = [line for line in report.out.splitlines() if re.match(r"\d+\. chat m ", line)]
+    assert len(headers) == 8 and all("  target edge  " in line for line in headers), headers
+    timed_out = [line for line in headers if " trace " in line]
+    assert len(timed_out) == 2 and all(re.search(r" trace [0-9a-f]{32}$", line) for line in timed_out)
+    text = report.out
+    assert re.search(r"attempts \S*Timeout\S* -> \S*Timeout", text), text  # both attempts timed out
+    assert "attempts 429 -> ok" in text
+    assert re.search(r"network_wait .* -> 429$", text, re.M) and re.search(
+        r"network_wait .* -> ok$", text, re.M
+    )
+    data = run_cli(["report", str(out), "--waterfall", "8", "--format", "json"]).json()["waterfall"]
+    assert {entry["target"] for entry in data} == {"edge"}
+    assert sum(1 for entry in data if entry["request_id"] is None and len(entry["trace_id"]) == 32) == 2
+    assert ["429", "ok"] in [entry["attempts"] for entry in data]

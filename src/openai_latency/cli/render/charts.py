@@ -18,6 +18,7 @@ from typing import Any
 from ..spans.calls import Call
 from ..spans.names import phase_rank
 from ..stats.percentiles import percentile
+from .waterfall import attempt_outcomes
 
 COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
 PHASE_COLORS = {
@@ -255,11 +256,6 @@ def _timeline(
         "yaxis": {"title": {"text": "duration ms (log)"}, "type": "log"},
     }
     return {"title": title, "data": data, "layout": layout}
-
-
-def attempt_outcomes(call: Call) -> list[str]:
-    """Each attempt's outcome in order: the retried ones' error types, then the last one's (``ok``)."""
-    return [*call.retry_reasons, call.error_type or "ok"]
 
 
 def _outcome(call: Call) -> str:

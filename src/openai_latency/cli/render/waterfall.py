@@ -38,7 +38,11 @@ def waterfall_lines(
     slowest = sorted(calls, key=lambda call: call.duration, reverse=True)[: max(n, 0)]
     if not slowest:
         return []
-    bar_width = max(width - _LABEL - _DURATION - 5, _MIN_BAR)  # 3 indent + 2 spaces
+    # each attempt's network_wait row ends with its outcome ("  -> 429"): room for the longest
+    suffix = max(
+        (len(o) + 5 for call in slowest if call.intervals for o in attempt_outcomes(call)), default=0
+    )
+    bar_width = max(width - _LABEL - _DURATION - 5 - suffix, _MIN_BAR)  # 3 indent + 2 spaces
     longest = max(_span_ns(call) for call in slowest)
     scale = bar_width / longest if longest > 0 else 0.0
     cell = ASCII_BAR if ascii_only else BAR
@@ -51,6 +55,7 @@ def waterfall_lines(
         lines += _header(rank, call, width)
         intervals, exact = _intervals(call, http)
         origin = _origin(call, intervals)
+        outcomes = iter(attempt_outcomes(call) if exact else ())
         for interval in intervals:
             label = ("  http." if interval.depth else "") + interval.phase
             offset = round((interval.start_ns - origin) * scale)
@@ -59,7 +64,10 @@ def waterfall_lines(
             length = min(length, bar_width - offset)
             bar = (" " * offset + cell * length).ljust(bar_width)
             seconds = (interval.end_ns - interval.start_ns) / 1e9
-            lines.append(f"   {label[:_LABEL]:<{_LABEL}} {bar} {format_duration(seconds):>{_DURATION}}")
+            line = f"   {label[:_LABEL]:<{_LABEL}} {bar} {format_duration(seconds):>{_DURATION}}"
+            if interval.phase == "network_wait" and not interval.depth:  # one per attempt, in order
+                line += f"  -> {next(outcomes, '?')}"
+            lines.append(line)
         if not intervals:
             lines.append("   (no phases recorded)")
         elif not exact:
@@ -76,8 +84,11 @@ def waterfall_json(calls: Sequence[Call], n: int, http: bool = False) -> list[di
         found = call.dominant()
         result.append({
             "name": call.name,
+            "target": call.keys["target"] if call.keys["target"] != "-" else None,
             "duration": call.duration,
             "request_id": call.request_id,
+            "trace_id": call.trace_id,
+            "attempts": attempt_outcomes(call),
             "error_type": call.error_type,
             "dominant_phase": found[0] if found else None,
             "from_phase_spans": exact,
@@ -96,8 +107,18 @@ def waterfall_json(calls: Sequence[Call], n: int, http: bool = False) -> list[di
 
 def _header(rank: int, call: Call, width: int) -> list[str]:
     """One line, or two when it would be wider than ``width``."""
-    first = [f"{rank}. {call.name}", format_duration(call.duration), f"request {call.request_id or '-'}"]
+    target = call.keys["target"]
+    identity = f"request {call.request_id}" if call.request_id else f"trace {call.trace_id or '-'}"
+    first = [
+        f"{rank}. {call.name}",
+        *([f"target {target}"] if target != "-" else []),
+        format_duration(call.duration),
+    ]
+    first.append(identity)
     second = []
+    outcomes = attempt_outcomes(call)
+    if len(outcomes) > 1:
+        second.append(f"attempts {' -> '.join(outcomes)}")
     found = call.dominant()
     if found is not None:
         phase, share = found
@@ -107,7 +128,16 @@ def _header(rank: int, call: Call, width: int) -> list[str]:
     line = "  ".join(first + second)
     if len(line) <= width or not second:
         return [line]
-    return ["  ".join(first), "   " + "  ".join(second)]
+    rest = "   " + "  ".join(second)
+    if len(rest) <= width or len(second) == 1:
+        return ["  ".join(first), rest]
+    return ["  ".join(first), "   " + second[0], "   " + "  ".join(second[1:])]
+
+
+def attempt_outcomes(call: Call) -> list[str]:
+    """Each attempt's outcome in order: the retried ones' error types (``429``, a timeout), then the
+    last one's (``ok`` when the call succeeded)."""
+    return [*call.retry_reasons, call.error_type or "ok"]
 
 
 def _intervals(call: Call, http: bool) -> tuple[list[Interval], bool]:
