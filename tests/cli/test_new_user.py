@@ -197,3 +197,23 @@ def test_the_waterfall_names_the_target_each_attempts_outcome_and_a_trace_id_wit
     assert {entry["target"] for entry in data} == {"edge"}
     assert sum(1 for entry in data if entry["request_id"] is None and len(entry["trace_id"]) == 32) == 2
     assert ["429", "ok"] in [entry["attempts"] for entry in data]
+
+
+def test_triage_calls_no_call_of_a_healthy_uniform_run_slow_but_a_stalled_one() -> None:
+    with ExitStack() as stack:
+        healthy, stalled = servers(
+            stack, {"delay-ms": 40, "chunks": 3}, {"delay-ms": 40, "chunks": 3, "every": "20:delay-ms=400"}
+        )
+        result = run_cli(["bench", "--target", f"healthy={healthy.base_url}", "--target",
+                          f"stalled={stalled.base_url}", "--model", "m", "-n", "20", "-c", "2",
+                          "--warmup", "2", "--format", "json"])  # fmt: skip
+        threshold = run_cli(["bench", "--target", f"healthy={healthy.base_url}", "--model", "m", "-n", "5",
+                             "--slow-threshold", "0.01", "--format", "json"])  # fmt: skip
+    assert result.code == 0 and threshold.code == 0, result.err + threshold.err
+    targets = {entry["key"]["target"]: entry for entry in result.json()["results"]}
+    # the slowest of 20 calls of ~40 ms is above the p95 by a hair: not "slow"
+    assert "slow_success" not in targets["healthy"]["triage"], targets["healthy"]["triage"]
+    # the server's 20th request (the 18th measured) took 400 ms: clearly apart from the p95
+    assert targets["stalled"]["triage"]["slow_success"]["calls"] == 1
+    # above --slow-threshold is slow, whatever the spread
+    assert threshold.json()["results"][0]["triage"]["slow_success"]["calls"] == 5

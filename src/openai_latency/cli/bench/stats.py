@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..spans.calls import Call
 from ..stats.groups import GroupStats, group, summarize
 from ..stats.percentiles import Dist
-from ..stats.triage import Bucket, triage
+from ..stats.triage import Bucket, slow_limit, triage
 from .plan import Slo
 
 
@@ -130,8 +130,12 @@ def _stats(
         else None,
         cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
         chunk_gaps=Dist.of(gaps),
-        triage=triage(calls, group.slow.threshold, client_timeout),
+        triage=triage(calls, slow_limit(group.duration, _threshold(group)), client_timeout),
     )
+
+
+def _threshold(group: GroupStats) -> float | None:
+    return group.slow.threshold if group.slow.rule == "threshold" else None
 
 
 def _meets(call: Call, slo: Slo) -> bool:

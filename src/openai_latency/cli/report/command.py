@@ -32,7 +32,7 @@ from ..spans.files import without_gc
 from ..spans.names import GROUP_KEYS
 from ..spans.span import InputError, ReadStats
 from ..stats.groups import group, summarize
-from ..stats.triage import triage
+from ..stats.triage import slow_limit, triage
 from .output import compare_lines, group_lines, header_lines, json_report, source_text
 from .sources import add_source_arguments, open_spans
 
@@ -170,7 +170,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     by = list(_default_by(collected.calls)) if keys is None else keys
     groups = summarize(group(collected.calls, by), args.slow_threshold)
     limit = args.client_timeout
-    triaged = [triage(entry.group.members, entry.slow.threshold, limit) for entry in groups]
+    triaged = [
+        triage(entry.group.members, slow_limit(entry.duration, args.slow_threshold), limit)
+        for entry in groups
+    ]
     if args.format == "json":
         report = json_report(stats, collected, by, groups, args.slow_threshold)
         for entry, buckets in zip(report["groups"], triaged, strict=True):

@@ -15,8 +15,9 @@ The rule of thumb of people who read LLM latency logs, made precise (first match
 ``slow_failure``    ``timeout``, ``connection`` or any other failure after that, or one that took
                     at least :data:`NEAR_TIMEOUT` of the client timeout: network or queue
 ``server_error``    ``server`` (5xx) that was not fast: the provider failed
-``slow_success``    succeeded, but took at least the group's slow limit (its p95, or
-                    ``--slow-threshold``): named by its dominant phase
+``slow_success``    succeeded, but took at least the group's slow limit (``--slow-threshold``, or
+                    else clearly apart from the group's p95: :func:`slow_limit`): named by its
+                    dominant phase
 ==================  ============================================================================
 """
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..spans.calls import Call
+from .percentiles import Dist
 
 #: A failure faster than this never waited for a model: credentials or configuration.
 FAST_FAILURE_S: Final = 0.100
@@ -81,6 +83,23 @@ class Bucket:
             "retries": self.retries,
             "backoff_s": self.backoff_s,
         }
+
+
+#: Without ``--slow-threshold``, a slow success is above the p95 by at least this share of it...
+APART_SHARE: Final = 0.2
+#: ... and at least this long, and at least the p95's distance from the median.
+APART_S: Final = 0.005
+
+
+def slow_limit(duration: Dist, threshold: float | None) -> float:
+    """Where slow successes start: ``threshold`` when given, else clearly apart from the p95.
+
+    The slowest call of a healthy, uniform run is above the p95 by a hair: not slow. A call is slow
+    when it is above the p95 by 20 % of it, by 5 ms, and by the p95's own distance from the median
+    (a wide distribution needs a wider gap)."""
+    if threshold is not None:
+        return threshold
+    return duration.p95 + max(APART_SHARE * duration.p95, APART_S, duration.p95 - duration.p50)
 
 
 def is_rate_limit_reason(reason: str) -> bool:
