@@ -152,3 +152,28 @@ def _check_replay_config(text: str, spans: Path) -> None:
 def test_demo_rejects_unknown_options() -> None:
     result = run_cli(["demo", "--colour"])
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1
+
+
+def test_sweep_progress_names_the_level_and_the_elapsed_time() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 5, "chunks": 3})
+        env = {"OPENAI_API_KEY": "sk-test", "NO_COLOR": "1", "TERM": "xterm-256color"}
+        args = [
+            "bench",
+            "--target",
+            f"a={server.base_url}",
+            "--model",
+            "m",
+            "--rate",
+            "4",
+            "-n",
+            "4",
+            "-c",
+            "1,2",
+        ]
+        shown = _on_a_terminal(args, env)  # two levels of ~1 s each: the display redraws 4 times a second
+    first = re.findall(r"level rate=4/s c<=1 \(1 of 2\): (\d+\.\d) s in it, (\d+\.\d) s elapsed", shown)
+    second = re.findall(r"level rate=4/s c<=2 \(2 of 2\): (\d+\.\d) s in it, (\d+\.\d) s elapsed", shown)
+    assert first and second, shown[-2000:]
+    # the clock runs: within a level and across them
+    assert float(first[-1][0]) > float(first[0][0]) and float(second[-1][1]) > float(first[-1][1])

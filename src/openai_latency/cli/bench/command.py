@@ -107,7 +107,8 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             first = schedule.levels[0]
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
-        for load in schedule.levels:
+        for number, load in enumerate(schedule.levels, 1):
+            state.enter_level(load.label, number, len(schedule.levels))
             ramp = load.ramp(schedule.ramp_up)
             await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
 

@@ -44,12 +44,29 @@ class RunState:
     cpu_s: float = 0.0
     #: ``--workers`` processes that ended without reporting (their requests are missing).
     failed_workers: int = 0
+    #: The progress display's first line: the load level running (1-based of ``levels``), and when
+    #: the run and the level started (``time.monotonic``).
+    level: str = ""
+    level_number: int = 0
+    levels: int = 0
+    started: float = field(default_factory=time.monotonic)
+    level_started: float = 0.0
+
+    def enter_level(self, label: str, number: int, levels: int) -> None:
+        self.level, self.level_number, self.levels = label, number, levels
+        self.level_started = time.monotonic()
 
 
 def progress_lines(
     targets: Sequence[Target], progress: Mapping[str, TargetProgress], state: RunState
 ) -> list[str]:
     lines = []
+    if state.level:
+        now = time.monotonic()
+        lines.append(
+            f"level {state.level} ({state.level_number} of {state.levels}): {now - state.level_started:.1f} s"
+            f" in it, {now - state.started:.1f} s elapsed"
+        )
     for target in targets:
         p = progress.get(target.name)
         done, errors = (p.done, p.errors) if p else (0, 0)

@@ -93,6 +93,8 @@ def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> lis
             for number, (load, indices) in enumerate(_cells(plan)):
                 if state.interrupted:
                     break
+                levels = plan.options.schedule.levels
+                state.enter_level(load.label, levels.index(load) + 1, len(levels))
                 parts = min(schedule.workers, load.concurrency)
                 jobs = [
                     Job(
