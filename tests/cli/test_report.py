@@ -272,11 +272,13 @@ def test_compare_two_endpoints(exported: Exported, capsys: pytest.CaptureFixture
     assert max(header.index(exported.endpoint_a), header.index(exported.endpoint_b)) < header.index("B/A p50")
     # cells are separated by 3+ spaces; columns: name, A, B, ratio (when A is the first group)
     cells = {}
+    ratios: dict[str, str] = {}
     table = lines[lines.index(header) + 1 :]
     for line in table[: table.index("")] if "" in table else table:  # the triage follows a blank line
         if not line.startswith("B/A p50: "):
             row = re.split(r"\s{3,}", line.strip())
             cells[row[0]] = row[1:3] if a_first else [row[2], row[1]]
+            ratios[row[0]] = row[3] if len(row) > 3 else ""
     assert cells["calls"] == ["22", "13"]  # each endpoint with its models.list warm-up
     for endpoint, column in ((exported.endpoint_a, 0), (exported.endpoint_b, 1)):
         total = _quantiles([_seconds(op) for op in _operations(exported.spans, endpoint)])
@@ -286,6 +288,8 @@ def test_compare_two_endpoints(exported: Exported, capsys: pytest.CaptureFixture
     assert cells["time_to_first_token"][0] == "-"
     assert cells["slow: dominant phase"][0].startswith("network_wait (2/2, ")
     assert cells["slow: dominant phase"][1].startswith("first_token (1/1, ")
+    # a ratio only where both p50s are at least 1 ms (request_build: well under; no x0.00, no x347)
+    assert ratios["request_build"] == "-" and re.fullmatch(r"x\d+\.\d\d", ratios["total"])
     # by model: the same data, other groups
     report = _json([str(exported.jsonl), "--by", "model"], capsys)
     assert [g["label"] for g in report["groups"]] == ["-", "gpt-4o", "gpt-4o-mini"]

@@ -13,6 +13,7 @@ from ..spans.names import HTTP_PHASES, phase_sort_key
 from ..spans.span import ReadStats
 from ..stats.groups import GroupStats, PhaseStats, SlowCalls, phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from ..stats.verdict import RATIO_FLOOR_S
 
 PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear', Hyndman-Fan type 7)"
 
@@ -152,7 +153,8 @@ def _dist(phase: PhaseStats | None) -> Dist | None:
 
 
 def _ratio(a: Dist | None, b: Dist | None) -> str:
-    if a is None or b is None or a.p50 <= 0:
+    """B/A of the p50s, only where both are well above the clock's resolution (no x0.00, no x347)."""
+    if a is None or b is None or min(a.p50, b.p50) < RATIO_FLOOR_S:
         return "-"
     return f"x{b.p50 / a.p50:.2f}"
 
