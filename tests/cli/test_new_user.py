@@ -217,3 +217,29 @@ def test_triage_calls_no_call_of_a_healthy_uniform_run_slow_but_a_stalled_one() 
     assert targets["stalled"]["triage"]["slow_success"]["calls"] == 1
     # above --slow-threshold is slow, whatever the spread
     assert threshold.json()["results"][0]["triage"]["slow_success"]["calls"] == 5
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_docs_install_what_exists_today_and_put_install_and_use_first() -> None:
+    # the package is not on PyPI yet: every pip install in bench's and the README's docs installs a
+    # clone or a wheel, never the bare name
+    for doc in ("docs/BENCH.md", "README.md"):
+        for line in (ROOT / doc).read_text(encoding="utf-8").splitlines():
+            found = re.search(r"pip install (?:-e )?['\"]?([^'\"\s]+)", line)
+            # "openai-latency[cli]" from a registry does not exist yet
+            assert not (found and re.fullmatch(r"openai-latency(\[[a-z,]+\])?", found.group(1))), (doc, line)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = [line for line in readme.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Install and use" and headings.index("## Development") > headings.index(
+        "## Phases"
+    )
+    assert readme.index("Go >= 1.24.6") > readme.index("## Development")  # the Go toolchain: contributors'
+    see = readme.index("### See your spans now")
+    assert (
+        readme.index("## Install and use")
+        < see
+        < readme.index("OTEL_TRACES_EXPORTER=console")
+        < readme.index("## Phases")
+    )
