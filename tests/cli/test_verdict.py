@@ -20,20 +20,30 @@ from openai_latency.cli.stats.bootstrap import (
     resampled_quantile,
 )
 from openai_latency.cli.stats.percentiles import percentile
-from tests.support.cli_runs import run_cli, servers
+from openai_latency.fake_server.records import RequestRecord
+from tests.support.cli_runs import chat_records, run_cli, servers
 
 STREAM = {"ttft-ms": 20, "chunks": 8, "chunk-delay-ms": 5}
 
 
 def _bench(a: dict[str, object], b: dict[str, object], *extra: str) -> tuple[dict[str, Any], str]:
+    verdict, text, _ = _bench_logged(a, b, *extra)
+    return verdict, text
+
+
+def _bench_logged(
+    a: dict[str, object], b: dict[str, object], *extra: str
+) -> tuple[dict[str, Any], str, tuple[list[RequestRecord], list[RequestRecord]]]:
+    """The verdict, its sentences, and what each server logged (its own clock)."""
     with ExitStack() as stack:
         first, second = servers(stack, a, b)
         targets = ["--target", f"a={first.base_url}", "--target", f"b={second.base_url}"]
         common = [*targets, "--model", "m", "-n", "40", "-c", "4", *extra]
         result = run_cli(["bench", *common, "--format", "json", "--out", "/dev/null"])
         assert result.code == 0, result.err
+        logged = (chat_records(first), chat_records(second))
     (verdict,) = result.json()["verdict"]["levels"]["c=4"]
-    return verdict, "\n".join(verdict["sentences"])
+    return verdict, "\n".join(verdict["sentences"]), logged
 
 
 def test_a_429_on_every_5th_request_makes_p95_slower_and_p50_equal() -> None:
@@ -66,12 +76,23 @@ def test_two_identical_servers_give_no_difference_detectable() -> None:
 
 
 def test_50_vs_250_ms_is_ranked_with_the_interval_containing_200_ms() -> None:
-    verdict, text = _bench({"delay-ms": 50, **STREAM}, {"delay-ms": 250, **STREAM}, "--baseline", "b")
+    verdict, text, (fast, slow) = _bench_logged(
+        {"delay-ms": 50, **STREAM}, {"delay-ms": 250, **STREAM}, "--baseline", "b"
+    )
     # --baseline b: a is the current side, 200 ms faster
     assert (verdict["baseline"]["label"], verdict["current"]["label"]) == ("b", "a")
+    # 200 ms as the servers did it (their own log: request in -> headers out), which is 200 ms up to
+    # their timers' overshoot; the intervals are a fraction of a millisecond wide, so they are held to
+    # what the servers did, with the loopback's and the parser's share (well under 1 ms) as slack
+    waited = [
+        statistics.median((r.headers_sent_ns or 0) - r.received_ns for r in log) / 1e9 for log in (fast, slow)
+    ]
+    done = waited[0] - waited[1]
+    assert done == pytest.approx(-0.200, abs=0.003)
     for metric in ("ttft", "e2e"):
         p50 = verdict["metrics"][metric]["p50"]
-        assert p50["significant"] and p50["ci_low"] <= -0.200 <= p50["ci_high"], p50
+        assert p50["significant"] and p50["ci_low"] - 0.001 <= done <= p50["ci_high"] + 0.001, (p50, done)
+        assert p50["ci_low"] - 0.003 <= -0.200 <= p50["ci_high"] + 0.003, p50
         assert p50["phases"][0]["phase"] == "network_wait"
     assert (
         "a vs b, time to first token: p50 " in text and "faster" in text and "because of network_wait" in text
