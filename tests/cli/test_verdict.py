@@ -110,7 +110,29 @@ def test_the_table_puts_the_verdict_first_and_a_bad_baseline_is_a_usage_error() 
     assert lines[3].startswith("b vs a: no difference detectable with 6 and 6 requests"), lines[:4]
     assert "95% percentile-bootstrap intervals, 2000 resamples per side, seed 0" in table.out
     assert "differs most" not in table.out
-    assert bad.code == 2 and "--baseline: no target named 'c' (targets: a, b)" in bad.err
+    assert (
+        bad.code == 2
+        and "--baseline: no target or load level named 'c' (targets: a, b; levels: c=1)" in bad.err
+    )
+
+
+def test_a_sweep_of_one_target_compares_each_level_with_the_baseline_level() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"delay-ms": 20, **STREAM})  # the fake does not queue: levels alike
+        common = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "20", "-c", "1,2,4"]
+        data = run_cli([*common, "--baseline", "c=2", "--format", "json"])
+        table = run_cli(common)
+    assert data.code == 0 and table.code == 0, data.err + table.err
+    verdict = data.json()["verdict"]
+    assert all(entries == [] for entries in verdict["levels"].values())  # one target: no pair per level
+    pairs = [(v["current"]["label"], v["baseline"]["label"]) for v in verdict["across_levels"]]
+    assert pairs == [("c=1", "c=2"), ("c=4", "c=2")]
+    assert all(v["current"]["calls"] == 20 and v["sentences"] for v in verdict["across_levels"])
+    lines = table.out.splitlines()
+    assert any(line.startswith("c=2 vs c=1") for line in lines) and any(
+        line.startswith("c=4 vs c=1") for line in lines
+    )
+    assert table.out.index("c=2 vs c=1") < table.out.index("== c=1")  # first, before the levels' tables
 
 
 def _brute(values: list[float], q: float, rng: random.Random) -> float:

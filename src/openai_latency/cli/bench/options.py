@@ -140,7 +140,10 @@ def build_parser() -> Parser:
     result.add_argument(
         "--baseline",
         metavar="NAME",
-        help="the target the verdict compares every other target with (default: the first --target)",
+        help=(
+            "what the verdict compares with: a target's name (default: the first --target), or, for a"
+            " sweep of one target, a load level such as c=1 (default: the first level)"
+        ),
     )
     result.add_argument(
         "--format",
@@ -173,8 +176,12 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UsageError(f"--target: names must differ, got {', '.join(names)}")
-    if opts.baseline is not None and opts.baseline not in names:
-        raise UsageError(f"--baseline: no target named {opts.baseline!r} (targets: {', '.join(names)})")
+    levels = [load.label for load in _levels(opts)]
+    if opts.baseline is not None and opts.baseline not in names + levels:
+        raise UsageError(
+            f"--baseline: no target or load level named {opts.baseline!r} (targets: {', '.join(names)};"
+            f" levels: {', '.join(levels)})"
+        )
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
     return BenchOptions(

@@ -19,7 +19,7 @@ from ..stats.percentiles import Dist, dist_dict, json_number
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import TargetStats
-from .verdicts import level_verdicts, verdict_lines, verdicts_json
+from .verdicts import level_verdicts, sweep_verdicts, verdict_lines, verdicts_json
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -281,6 +281,16 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         return
     for line, style in _client_lines(stats, state):
         out.line(line, style)
+    across, rows = verdict_lines(sweep_verdicts(stats, options.baseline))
+    if across:  # one target, several load levels: each level against the baseline level
+        out.line()
+        for line in across:
+            out.line(line, "bold" if not line.startswith("(") else None)
+        if rows:
+            table = markdown_table if options.format == "markdown" else _plain_table
+            out.line()
+            for line in table(rows):
+                out.line(line)
     for load, level in _by_load(stats).items():
         if len(loads) > 1:
             out.line(f"\n== {load}", style="bold")

@@ -1,7 +1,9 @@
-"""The verdict of a bench run: at each load level, every target against the baseline target.
+"""The verdict of a bench run: at each load level, every target against the baseline target; and for
+a sweep of one target, every load level against the baseline level.
 
-The baseline is ``--baseline NAME``, else the first target given. The numbers are
-:func:`..stats.verdict.compare`'s, the words :mod:`..render.verdict`'s.
+The baseline is ``--baseline NAME`` (a target's name, or a load level's label such as ``c=1``), else
+the first target given or the first level. The numbers are :func:`..stats.verdict.compare`'s, the
+words :mod:`..render.verdict`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +28,19 @@ def level_verdicts(level: Sequence[TargetStats], baseline: str | None) -> list[V
     ]
 
 
+def sweep_verdicts(stats: Sequence[TargetStats], baseline: str | None) -> list[Verdict]:
+    """One target, several load levels: every level against the baseline level (none otherwise)."""
+    if len({s.label for s in stats}) != 1 or len(stats) < 2:
+        return []
+    base = next((s for s in stats if s.group.key.get("load") == baseline), stats[0])
+    label = base.group.key.get("load", "")
+    return [
+        compare(base.group.group.members, s.group.group.members, (label, s.group.key.get("load", "")))
+        for s in stats
+        if s is not base
+    ]
+
+
 def verdict_lines(verdicts: Sequence[Verdict]) -> tuple[list[str], list[list[str]]]:
     """The sentences, and the table's rows (empty without a verdict)."""
     if not verdicts:
@@ -38,9 +53,11 @@ def verdict_lines(verdicts: Sequence[Verdict]) -> tuple[list[str], list[list[str
 
 
 def verdicts_json(levels: Mapping[str, Sequence[TargetStats]], baseline: str | None) -> dict[str, Any]:
+    every = [s for level in levels.values() for s in level]
     return {
         **method_json(),
         "levels": {
             load: [verdict_json(v) for v in level_verdicts(level, baseline)] for load, level in levels.items()
         },
+        "across_levels": [verdict_json(v) for v in sweep_verdicts(every, baseline)],
     }
