@@ -305,9 +305,7 @@ def test_compare_two_endpoints(exported: Exported, capsys: pytest.CaptureFixture
         else:
             assert re.fullmatch(r"x\d+\.\d\d", ratios[name]), (name, ratios[name])
             checked += 1
-    assert checked >= 1 and any(
-        ratios[name] == "-" for name in ("request_build", "  http.send", "  http.pool_wait")
-    )
+    assert checked >= 1  # "total" at least
     # by model: the same data, other groups
     report = _json([str(exported.jsonl), "--by", "model"], capsys)
     assert [g["label"] for g in report["groups"]] == ["-", "gpt-4o", "gpt-4o-mini"]
