@@ -325,7 +325,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     assert float(values["goodput", "value"]) == entry["goodput"]
     assert float(values["backoff_s", "value"]) == entry["backoff_s"]
     markdown = render_text([stats], slo, None, markdown=True).splitlines()
-    for label, metric in (("ttft (first content token)", "ttft"), ("e2e (whole call)", "e2e")):
+    for label, metric in (("ttft (first token, any channel)", "ttft"), ("e2e (whole call)", "e2e")):
         cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
         assert f"| {label} | {cell} |" in markdown
 
@@ -598,7 +598,7 @@ def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
     assert markdown.code == 0 and csv_out.code == 0, markdown.err + csv_out.err
     table = [line for line in markdown.out.splitlines() if line.startswith("|")]
     assert table[0].startswith("| p50 / p95 / p99 | a | b |") and set(table[1]) <= set("|-")
-    assert any(line.startswith("| ttft (first content token) |") for line in table)
+    assert any(line.startswith("| ttft (first token, any channel) |") for line in table)
     rows = csv_out.out.splitlines()
     assert rows[0] == "target,metric,statistic,value"
     assert {row.split(",")[0] for row in rows[1:]} == {"a", "b"}

@@ -5,9 +5,11 @@ Bad input is a :class:`~..args.UsageError` (or argparse's one line), never a tra
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
+from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
@@ -23,6 +25,16 @@ _WORDS = (
     "retry", "limit", "rate", "order", "value", "point", "data",
 )  # fmt: skip
 TOKENS_PER_WORD = 1.3
+METRICS_HELP = """what the numbers mean (docs/BENCH.md has the whole table):
+  ttft         call start -> first generated token of any channel, reasoning included
+  ttft_answer  call start -> first answer token (= ttft when nothing is reasoned in the open)
+  reasoning    thinking time: first reasoning token -> first answer token (reasoning streamed)
+  ttfc         call start -> first chunk of any kind (a role-only chunk counts)
+  tpot         a window over the tokens inside it, first token excluded: every token's when
+               reasoning streams (completion tokens - 1), else the answer's (output - reasoning
+               tokens - 1); server time only, never the caller's
+  e2e          the whole call, retries and backoff included
+  goodput      share of requests that succeeded and met every --slo bound"""
 DESCRIPTION = (
     "The same workload against several OpenAI-compatible endpoints or models, side by side: TTFT, TPOT,"
     " throughput, goodput, every phase of every request, retries and backoff, failures triaged."
@@ -33,7 +45,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="openai-latency bench",
         description=DESCRIPTION,
-        epilog="Metric definitions: see README ('Benchmarking endpoints').",
+        epilog=METRICS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = parser.add_argument_group("targets")
     what.add_argument("--target", action="append", required=True, metavar="NAME=BASE_URL[@MODEL]")
@@ -60,6 +73,17 @@ def build_parser() -> Parser:
         help="ask for usage in the last chunk (stream_options.include_usage; default on)",
     )
     work.add_argument("--temperature", type=float)
+    work.add_argument(
+        "--reasoning-effort",
+        metavar="LEVEL",
+        help="reasoning_effort of every request (minimal, low, medium, high...: a reasoning model's effort)",
+    )
+    work.add_argument(
+        "--extra-body",
+        type=parse_extra_body,
+        metavar="JSON",
+        help="a JSON object merged into every request body (server-specific fields), e.g. '{\"top_k\": 20}'",
+    )
     load = parser.add_argument_group("load")
     load.add_argument(
         "-c",
@@ -184,7 +208,15 @@ def _workload(opts: argparse.Namespace) -> Workload:
         prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
     else:
         prompt = opts.prompt or DEFAULT_PROMPT
-    return Workload(prompt, opts.max_tokens, opts.stream, opts.temperature, opts.stream_usage)
+    return Workload(
+        prompt,
+        opts.max_tokens,
+        opts.stream,
+        opts.temperature,
+        opts.stream_usage,
+        reasoning_effort=opts.reasoning_effort,
+        extra_body=opts.extra_body,
+    )
 
 
 def _levels(opts: argparse.Namespace) -> list[Load]:
@@ -217,6 +249,17 @@ def parse_key_envs(values: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--api-key-env {name}: the environment variable {var} is not set")
         result[name] = var
     return result
+
+
+def parse_extra_body(text: str) -> dict[str, Any]:
+    """``--extra-body``: a JSON object (what the SDK's ``extra_body`` merges into the request)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}: {text!r}")
+    return value
 
 
 def parse_slo(text: str) -> Slo:

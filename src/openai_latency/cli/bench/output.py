@@ -34,7 +34,10 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     add("errors (rate)", [f"{s.errors} ({s.error_rate * 100:.1f}%)" for s in stats])
     if any(s.cancelled for s in stats):
         add("cancelled (not counted)", [str(s.cancelled) for s in stats])
-    add("ttft (first content token)", [triple(s.ttft) for s in stats])
+    add("ttft (first token, any channel)", [triple(s.ttft) for s in stats])
+    if any(s.reasoning for s in stats):  # the same as ttft without reasoning: shown when it differs
+        add("ttft_answer (first answer token)", [triple(s.ttft_answer) for s in stats])
+        add("reasoning (thinking time)", [triple(s.reasoning) for s in stats])
     add("ttfc (first chunk)", [triple(s.ttfc) for s in stats])
     if any(s.cache_hit_ttft for s in stats):
         add("ttft, prompt cache hit", [triple(s.cache_hit_ttft) for s in stats])
@@ -171,6 +174,8 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "error_rate": s.error_rate,
         "cancelled": s.cancelled,
         "ttft": dist_dict(s.ttft),
+        "ttft_answer": dist_dict(s.ttft_answer),
+        "reasoning": dist_dict(s.reasoning),
         "ttfc": dist_dict(s.ttfc),
         "e2e": dist_dict(s.e2e),
         "tpot": dist_dict(s.tpot),

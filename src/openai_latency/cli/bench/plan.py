@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 #: The SLO bounds ``--slo`` accepts: metric name -> what it bounds.
 SLO_METRICS = {
-    "ttft": "time to first token",
+    "ttft": "time to first token (any channel, reasoning included)",
+    "ttft_answer": "time to first answer token",
+    "reasoning": "thinking time (first reasoning token -> first answer token)",
     "ttfc": "time to first chunk",
     "tpot": "time per output token",
     "e2e": "request duration",
@@ -43,6 +45,10 @@ class Workload:
     temperature: float | None
     #: Ask for usage in the last chunk (``stream_options.include_usage``).
     stream_usage: bool
+    #: ``reasoning_effort`` of every request (``--reasoning-effort``), None: not sent.
+    reasoning_effort: str | None = None
+    #: Merged into every request's JSON body (``--extra-body``: the SDK's ``extra_body``).
+    extra_body: dict[str, Any] | None = None
 
     def create_kwargs(self, model: str) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -56,6 +62,10 @@ class Workload:
             kwargs["stream"] = True
             if self.stream_usage:
                 kwargs["stream_options"] = {"include_usage": True}
+        if self.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.reasoning_effort
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
 

@@ -274,9 +274,16 @@ def share(total: int, parts: int, part: int) -> int:
 
 
 def _has_content(chunk: Any) -> bool:
+    """A generated token of any channel: content, tool calls, or reasoning (an extra field of the
+    SDK's delta: ``reasoning_content``, ``reasoning``), as the instrumentation counts tokens."""
     for choice in getattr(chunk, "choices", None) or ():
         delta = getattr(choice, "delta", None)
-        if delta is not None and (getattr(delta, "content", None) or getattr(delta, "tool_calls", None)):
+        if delta is None:
+            continue
+        if getattr(delta, "content", None) or getattr(delta, "tool_calls", None):
+            return True
+        extra = getattr(delta, "__pydantic_extra__", None) or {}
+        if extra.get("reasoning_content") or extra.get("reasoning"):
             return True
     return False
 

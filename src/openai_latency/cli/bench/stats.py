@@ -2,10 +2,15 @@
 
 Definitions (the benchmark tools disagree; ours say what they are):
 
-- ``ttft``: call start -> first content-bearing chunk (``openai_latency.time_to_first_token``);
-  ``ttfc``: -> first chunk of any kind (``gen_ai.response.time_to_first_chunk``).
-- ``tpot``: (first to last output token) / (output tokens - 1), first token excluded (vLLM's
-  definition; ``openai_latency.time_per_output_token``).
+- ``ttft``: call start -> first generated token of any channel, reasoning included
+  (``openai_latency.time_to_first_token``); ``ttft_answer``: -> first answer token
+  (``openai_latency.time_to_first_answer_token``); ``reasoning``: the thinking time between them
+  when reasoning streams (``openai_latency.reasoning.duration``); ``ttfc``: -> first chunk of any
+  kind (``gen_ai.response.time_to_first_chunk``).
+- ``tpot``: a time window over the tokens generated inside it, first token excluded
+  (``openai_latency.time_per_output_token``): every token's window over completion tokens - 1 when
+  reasoning streams, else the answer's over output - reasoning tokens - 1 (vLLM's definition when
+  nothing is reasoned).
 - ``e2e``: the whole call, retries and backoff included (the operation span).
 - ``tokens/s``: output tokens / e2e per request; ``throughput``: all output tokens of the target
   over the wall time from its first call's start to its last call's end.
@@ -39,6 +44,8 @@ class TargetStats:
     errors: int
     cancelled: int
     ttft: Dist | None
+    ttft_answer: Dist | None
+    reasoning: Dist | None
     ttfc: Dist | None
     e2e: Dist
     tpot: Dist | None
@@ -116,6 +123,8 @@ def _stats(
         errors=len(calls) - len(ok),
         cancelled=cancelled,
         ttft=Dist.of(call.ttft for call in ok if call.ttft is not None),
+        ttft_answer=Dist.of(call.ttft_answer for call in ok if call.ttft_answer is not None),
+        reasoning=Dist.of(call.reasoning for call in ok if call.reasoning is not None),
         ttfc=Dist.of(call.ttfc for call in ok if call.ttfc is not None),
         e2e=group.duration,
         tpot=Dist.of(call.tpot for call in ok if call.tpot is not None),
@@ -144,6 +153,8 @@ def _stats(
 def _meets(call: Call, slo: Slo) -> bool:
     values: dict[str, float | None] = {
         "ttft": call.ttft,
+        "ttft_answer": call.ttft_answer,
+        "reasoning": call.reasoning,
         "ttfc": call.ttfc,
         "tpot": call.tpot,
         "e2e": call.duration,
