@@ -332,7 +332,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
 
 def test_prompt_cache_hits_and_misses_are_split() -> None:
     with ExitStack() as stack:
-        (server,) = servers(stack, {"prompt-cache": 1, "ttft-ms": 120, "cached-ttft-ms": 10, "chunks": 3})
+        (server,) = servers(stack, {"prompt-cache": 1, "ttft-ms": 120, "cached-ttft-ms": 30, "chunks": 3})
         result = run_cli(
             ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "6", "--format", "json"]
         )

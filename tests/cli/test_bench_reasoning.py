@@ -93,3 +93,25 @@ def test_help_states_what_each_number_means() -> None:
         line = next(line for line in result.out.splitlines() if line.strip().startswith(name + " "))
         assert words in line or words in result.out, (name, line)
     assert "--reasoning-effort" in result.out and "--extra-body" in result.out
+
+
+def test_requests_whose_first_token_waited_for_the_client_are_counted_and_named() -> None:
+    """A call whose TTFT is unknown (the instrumentation's ``stream.first_token_waiting``) is not a
+    sample of the ttft distribution, and the notes say how many there were and why."""
+    from openai_latency.cli.bench.output import notes
+    from openai_latency.cli.bench.plan import Slo
+    from openai_latency.cli.bench.stats import target_stats
+    from openai_latency.cli.spans.calls import Call
+
+    def call(ttft: float | None) -> Call:
+        return Call(
+            name="chat m", keys={"target": "a", "load": "-"}, duration=0.5, phases={"first_token": 0.1},
+            http={}, error_type=None, ttft=ttft, tpot=0.01, consumer_time=0.0, dominant_attribute=None,
+            start_ns=1, end_ns=500_000_001, stream=True, first_token_waiting=ttft is None,
+        )  # fmt: skip
+
+    (stats,) = target_stats([call(0.1), call(0.12), call(None)], ["target"], Slo())
+    assert stats.ttft is not None and stats.ttft.n == 2
+    assert stats.ttft_unknown == 1
+    (line,) = [line for line in notes([stats], None) if "no ttft" in line]
+    assert line.startswith("a: 1 of 3 successful requests have no ttft") and "client was busy" in line

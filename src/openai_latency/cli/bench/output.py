@@ -105,6 +105,12 @@ def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[s
                 f"{s.label}: {s.estimated_tokens} of {s.requests - s.errors} successful requests had no"
                 " usage from the server: their output tokens are counted content chunks."
             )
+        if s.ttft_unknown:
+            lines.append(
+                f"{s.label}: {s.ttft_unknown} of {s.requests - s.errors} successful requests have no ttft:"
+                " their first token arrived while the client was busy elsewhere (its arrival time is"
+                " unknown; the client is falling behind: fewer in flight, or --workers)."
+            )
     return lines
 
 
@@ -189,6 +195,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "backoff_s": s.backoff_s,
         "output_tokens": s.output_tokens,
         "estimated_token_requests": s.estimated_tokens,
+        "ttft_unknown_requests": s.ttft_unknown,
         "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
         "phases": phases_dict(s.group.phases),

@@ -58,6 +58,8 @@ class TargetStats:
     backoff_s: float
     output_tokens: int
     estimated_tokens: int
+    #: Successful streams without a TTFT: their first token arrived while the client was busy.
+    ttft_unknown: int
     cache_hit_ttft: Dist | None
     cache_miss_ttft: Dist | None
     chunk_gaps: Dist | None
@@ -139,6 +141,7 @@ def _stats(
         backoff_s=sum(call.phases.get("retry_backoff", 0.0) for call in calls),
         output_tokens=tokens,
         estimated_tokens=sum(1 for call in ok if call.usage_estimated),
+        ttft_unknown=sum(1 for call in ok if call.first_token_waiting),
         cache_hit_ttft=Dist.of(c.ttft or 0.0 for c in cached if (c.cached_tokens or 0) > 0)
         if any_hit
         else None,

@@ -41,6 +41,8 @@ DOMINANT_PHASE: Final = "openai_latency.dominant_phase"
 TIME_TO_FIRST_TOKEN: Final = "openai_latency.time_to_first_token"
 TIME_TO_FIRST_ANSWER_TOKEN: Final = "openai_latency.time_to_first_answer_token"
 REASONING_DURATION: Final = "openai_latency.reasoning.duration"
+#: True when the first token had arrived unseen while the caller was busy: no TTFT on that call.
+FIRST_TOKEN_WAITING: Final = "openai_latency.stream.first_token_waiting"
 TIME_PER_OUTPUT_TOKEN: Final = "openai_latency.time_per_output_token"
 REQUEST_ID: Final = "openai_latency.request_id"
 ERROR_CATEGORY: Final = "openai_latency.error.category"
