@@ -24,6 +24,7 @@ from . import payloads, respond, stream_engine
 from .endpoints import ENDPOINTS, Call, route
 from .exchange import Request, ResponseWriter, ServerConnection
 from .payloads import JSON
+from .prefix_cache import PrefixCache
 from .protocol import AlpnSwitch, Connection
 from .records import Outcome, RecordLog, RequestRecord
 from .script import ErrorSpec, Script, ScriptError, error_for_status, normalize_defaults, parse_script
@@ -39,7 +40,7 @@ logger = logging.getLogger("openai_latency.fake_server")
 
 #: Request headers never stored in a record.
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
-#: Entries kept by ``every`` (trace ids) and ``prompt-cache`` (prompts), oldest dropped first.
+#: Entries kept by ``every`` (trace ids), oldest dropped first.
 MAX_REMEMBERED: Final = 4096
 _LOG_PREFIX: Final = "/_fake/log/"
 #: A debug endpoint's answer: ``(status, JSON-ready value)``.
@@ -59,7 +60,7 @@ class FakeApp:
         self._connection_ids = itertools.count(1)
         self._request_numbers = itertools.count(1)  # for ``every``
         self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
-        self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
+        self._prefixes = PrefixCache()  # for ``prompt-cache``
         self.canned: collections.deque[payloads.Canned] = collections.deque()
         """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
         self._debug_routes: dict[tuple[str, str], Callable[[str, float], Awaitable[DebugResult]]] = {
@@ -143,10 +144,10 @@ class FakeApp:
         endpoint = ENDPOINTS[name]
         status = script.status or 200
         prompt = endpoint.prompt(body)
-        cache_hit = script.prompt_cache and self._cache_lookup(model, prompt)
-        if cache_hit and script.cached_ttft is not None:
+        cached = self._prefixes.lookup(model, prompt) if script.prompt_cache else 0
+        if cached and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
-        out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
+        out = payloads.make_output(record.request_id[4:], model, prompt, script, cached)
         if endpoint.output_id_from_argument and argument:
             out = dataclasses.replace(out, id=argument.removeprefix("resp_"), cached_tokens=0)
         if endpoint.stream is not None and endpoint.streams(body, req.query):
@@ -174,15 +175,6 @@ class FakeApp:
             while len(self._overrides) > MAX_REMEMBERED:
                 self._overrides.popitem(last=False)
         return chosen
-
-    def _cache_lookup(self, model: str, prompt: object) -> bool:
-        """``prompt-cache``: has this prompt been seen before? (Remembers it either way.)"""
-        key = json.dumps([model, prompt], sort_keys=True, default=str)
-        hit = key in self._seen_prompts
-        self._seen_prompts[key] = None
-        if len(self._seen_prompts) > MAX_REMEMBERED:
-            self._seen_prompts.popitem(last=False)
-        return hit
 
     def _failure(
         self,
