@@ -24,6 +24,7 @@ from ..spans.collect import collect_calls
 from ..spans.files import read_spans
 from ..spans.span import ReadStats, Span
 from ..spans.write import WriteError, from_readable, write_otlp_json
+from . import cache
 from .options import build_parser, options_from
 from .output import print_tables, render_csv, result_json
 from .plan import Plan, Target
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
     """The warm-up and every load level in this process, with the live progress on ``err``."""
     options, schedule = plan.options, plan.options.schedule
-    clients = clients_for(plan.targets, options.timeout, options.max_retries)
+    clients = clients_for(plan.targets, options.timeout, options.max_retries, options.headers)
     runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
 
     async def work() -> None:
@@ -106,6 +107,11 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
 
     with Progress(lines, options.progress, err) as progress:
         state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+
+
+def _expected(state: RunState, target: str, load: str) -> tuple[int, int] | None:
+    counts = state.cache_expected.get((target, load))
+    return (counts[0], counts[1]) if counts else None
 
 
 def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
@@ -144,6 +150,11 @@ def _finish(plan: Plan, spans: Iterable[Span], state: RunState, out: TextIO, err
     stats = target_stats(
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
+    for s in stats:
+        s.cache_expected = _expected(state, s.group.key.get("target", ""), s.group.key.get("load", ""))
+    unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
+    if unverified:
+        print(cache.warning(unverified), file=err)
     order = {t.name: i for i, t in enumerate(plan.targets)}
     stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
     output = Output(out)

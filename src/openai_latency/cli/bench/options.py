@@ -5,13 +5,16 @@ Bad input is a :class:`~..args.UsageError` (or argparse's one line), never a tra
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
+from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
+from .workload import APIS, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
 DEFAULT_REQUESTS = 20
@@ -60,6 +63,23 @@ def build_parser() -> Parser:
         help="ask for usage in the last chunk (stream_options.include_usage; default on)",
     )
     work.add_argument("--temperature", type=float)
+    work.add_argument(
+        "--api", choices=APIS, default="chat", help="chat completions (default), responses or completions"
+    )
+    work.add_argument(
+        "--prefix-cache",
+        type=parse_prefix_cache,
+        default=PrefixPolicy(),
+        metavar="cold|warm|shared:N",
+        help=(
+            "cold (default): a unique first line per request, so no request hits a prefix cache; warm:"
+            " a priming request per prompt, then the same prompt; shared:N: N requests per prompt"
+        ),
+    )
+    work.add_argument("--tools", metavar="FILE", help="tool definitions (a JSON list, chat shape)")
+    work.add_argument(
+        "--header", action="append", metavar="K=V", help="an HTTP header on every request (repeatable)"
+    )
     load = parser.add_argument_group("load")
     load.add_argument(
         "-c",
@@ -172,6 +192,7 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         max_retries=opts.max_retries,
         slow_threshold=opts.slow_threshold,
         format=opts.format,
+        headers=parse_headers(opts.header),
         out=opts.out,
         progress=opts.progress,
     )
@@ -184,7 +205,18 @@ def _workload(opts: argparse.Namespace) -> Workload:
         prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
     else:
         prompt = opts.prompt or DEFAULT_PROMPT
-    return Workload(prompt, opts.max_tokens, opts.stream, opts.temperature, opts.stream_usage)
+    if opts.tools and opts.api == "completions":
+        raise UsageError("--tools: the completions API has no tools (use --api chat or responses)")
+    return Workload(
+        prompt,
+        opts.max_tokens,
+        opts.stream,
+        opts.temperature,
+        opts.stream_usage,
+        api=opts.api,
+        prefix=opts.prefix_cache,
+        tools=read_tools(opts.tools) if opts.tools else (),
+    )
 
 
 def _levels(opts: argparse.Namespace) -> list[Load]:
@@ -258,3 +290,31 @@ def read_prompt(path: str) -> str:
     if not text.strip():
         raise UsageError(f"--prompt-file: {path} is empty")
     return text
+
+
+def parse_headers(values: list[str] | None) -> dict[str, str]:
+    """``--header K=V`` values -> a header dict (names as given)."""
+    headers: dict[str, str] = {}
+    for value in values or []:
+        name, sep, text = value.partition("=")
+        name = name.strip()
+        if not sep or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+            raise UsageError(f"--header: expected NAME=VALUE with an HTTP header name, got {name or value!r}")
+        headers[name] = text.strip()
+    return headers
+
+
+def read_tools(path: str) -> tuple[dict[str, Any], ...]:
+    """``--tools FILE``: a JSON list of tool definitions (or ``{"tools": [...]}``)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise UsageError(f"--tools: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--tools: {path} is not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list) or not data or not all(isinstance(t, dict) and t.get("type") for t in data):
+        raise UsageError(f"--tools: {path}: expected a non-empty JSON list of tool objects with a type")
+    return tuple(data)

@@ -15,6 +15,8 @@ from ..render.triage import triage_lines
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from .cache import as_dict as cache_dict
+from .cache import expectation_note
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import Difference, TargetStats, differs_most
@@ -36,9 +38,15 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
         add("cancelled (not counted)", [str(s.cancelled) for s in stats])
     add("ttft (first content token)", [triple(s.ttft) for s in stats])
     add("ttfc (first chunk)", [triple(s.ttfc) for s in stats])
+    if any(s.cache and s.cache.reported for s in stats):
+        add("prompt cache hits (server)", [_hits(s) for s in stats])
     if any(s.cache_hit_ttft for s in stats):
         add("ttft, prompt cache hit", [triple(s.cache_hit_ttft) for s in stats])
         add("ttft, prompt cache miss", [triple(s.cache_miss_ttft) for s in stats])
+        for name in ("http.server_wait", "first_token"):
+            cells = [_hit_miss(s, name) for s in stats]
+            if any(cell != "-" for cell in cells):
+                add(f"{name} p50, hit / miss", cells)
     add("e2e (whole call)", [triple(s.e2e) for s in stats])
     add("tpot (first token excluded)", [triple(s.tpot) for s in stats])
     add("chunk gaps (client)", [triple(s.chunk_gaps) for s in stats])
@@ -53,6 +61,20 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     for row in rows[1:]:
         row[1:] = [cell.strip() for cell in row[1:]]
     return rows
+
+
+def _hits(s: TargetStats) -> str:
+    if s.cache is None or not s.cache.reported:
+        return "not reported"
+    text = f"{s.cache.hits}/{s.cache.reported}"
+    return text + (f" (planned {s.cache_expected[0]}/{s.cache_expected[1]})" if s.cache_expected else "")
+
+
+def _hit_miss(s: TargetStats, name: str) -> str:
+    hit, miss = s.cache.phases.get(name, (None, None)) if s.cache else (None, None)
+    if hit is None and miss is None:
+        return "-"
+    return " / ".join("-" if v is None else format_duration(v) for v in (hit, miss))
 
 
 def _goodput(s: TargetStats) -> str:
@@ -92,10 +114,26 @@ def _plain_table(rows: Rows) -> list[str]:
     return table(rows, indent="")
 
 
-def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[str]:
+PREFILL_NOTE = (
+    "Prompt cache: a hit skips the prefill of its cached tokens; the saving shows in http.server_wait"
+    " when the server prefills before it sends the response headers, in first_token when it sends them"
+    " at once."
+)
+
+
+def notes(
+    stats: Sequence[TargetStats], difference: Difference | None, prefix_label: str = "cold"
+) -> list[str]:
     lines = []
     if difference is not None:
         lines.append(_sentence(difference))
+    if any(s.cache_hit_ttft for s in stats):
+        lines.append(PREFILL_NOTE)
+    for s in stats:
+        if s.cache is not None:
+            note = expectation_note(s.label, s.cache, s.cache_expected, prefix_label)
+            if note:
+                lines.append(note)
     for s in stats:
         if s.estimated_tokens:
             lines.append(
@@ -123,11 +161,15 @@ def _ms(seconds: float) -> str:
 
 
 def render_text(
-    stats: Sequence[TargetStats], slo: Slo, difference: Difference | None, markdown: bool = False
+    stats: Sequence[TargetStats],
+    slo: Slo,
+    difference: Difference | None,
+    markdown: bool = False,
+    prefix_label: str = "cold",
 ) -> str:
     table = markdown_table if markdown else _plain_table
     lines = [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
-    lines += notes(stats, difference)
+    lines += notes(stats, difference, prefix_label)
     for s in stats:
         calls = s.requests
         lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
@@ -186,6 +228,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "estimated_token_requests": s.estimated_tokens,
         "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
+        "prompt_cache": cache_dict(s.cache, s.cache_expected) if s.cache else None,
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
@@ -260,7 +303,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         if len(loads) > 1:
             out.line(f"\n== {load}", style="bold")
         out.line()
-        text = render_text(level, slo, differs_most(level), markdown=options.format == "markdown")
+        markdown = options.format == "markdown"
+        text = render_text(level, slo, differs_most(level), markdown, workload.prefix.label)
         for line in text.split("\n"):
             style = "bold" if line.startswith("The phase that differs most") else None
             out.line(line, style)
@@ -281,6 +325,10 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
             "stream": workload.stream,
             "max_tokens": workload.max_tokens,
             "prompt_chars": len(workload.prompt),
+            "api": workload.api,
+            "prefix_cache": workload.prefix.label,
+            "turns": workload.turns,
+            "tools": len(workload.tools),
             "loads": [load.label for load in loads],
             "requests_per_target": schedule.requests,
             "duration_s": schedule.duration,

@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
+
 #: The SLO bounds ``--slo`` accepts: metric name -> what it bounds.
 SLO_METRICS = {
     "ttft": "time to first token",
@@ -43,18 +45,38 @@ class Workload:
     temperature: float | None
     #: Ask for usage in the last chunk (``stream_options.include_usage``).
     stream_usage: bool
+    api: Api = "chat"
+    #: ``--prefix-cache`` (default cold: a unique first line per request).
+    prefix: PrefixPolicy = field(default_factory=PrefixPolicy)
+    #: ``--tools``: tool definitions in the chat shape (converted for the Responses API).
+    tools: tuple[dict[str, Any], ...] = ()
+    #: ``--dataset``: the conversations to send, in order, cycled (empty: ``prompt``).
+    conversations: tuple[Conversation, ...] = ()
+    #: ``--turns``: requests per conversation.
+    turns: int = 1
 
-    def create_kwargs(self, model: str) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": [{"role": "user", "content": self.prompt}],
-            "max_tokens": self.max_tokens,
-        }
+    def items(self) -> tuple[Conversation, ...]:
+        return self.conversations or (Conversation(({"role": "user", "content": self.prompt},)),)
+
+    def create_kwargs(self, model: str, messages: list[Message]) -> dict[str, Any]:
+        """The SDK call's keyword arguments for these messages (``api``'s resource's ``create``)."""
+        kwargs: dict[str, Any] = {"model": model}
+        if self.api == "responses":
+            kwargs["input"] = messages
+            kwargs["max_output_tokens"] = self.max_tokens
+        else:
+            if self.api == "chat":
+                kwargs["messages"] = messages
+            else:
+                kwargs["prompt"] = text_of(messages)
+            kwargs["max_tokens"] = self.max_tokens
+        if self.tools:
+            kwargs["tools"] = responses_tools(self.tools) if self.api == "responses" else list(self.tools)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         if self.stream:
             kwargs["stream"] = True
-            if self.stream_usage:
+            if self.stream_usage and self.api != "responses":  # Responses: usage is in the last event
                 kwargs["stream_options"] = {"include_usage": True}
         return kwargs
 
@@ -128,6 +150,8 @@ class BenchOptions:
     #: Triage: slow successes take at least this long (None: the target's p95).
     slow_threshold: float | None = None
     format: Format = "table"
+    #: ``--header K=V``: sent with every request (never printed or recorded).
+    headers: dict[str, str] = field(default_factory=dict)
     #: Where every span goes as OTLP JSON lines (None: nowhere).
     out: str | None = None
     progress: bool = True

@@ -25,8 +25,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .api import CONTENT, answer_text, resource
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
+from .workload import Message, RequestSource, next_turn
 
 
 @dataclass
@@ -44,6 +46,8 @@ class RunState:
     cpu_s: float = 0.0
     #: ``--workers`` processes that ended without reporting (their requests are missing).
     failed_workers: int = 0
+    #: Per (target, load level): [requests whose prompt prefix the server has seen, requests].
+    cache_expected: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def progress_lines(
@@ -101,12 +105,18 @@ def instrumented() -> Iterator[Recorder]:
         provider.shutdown()
 
 
-def clients_for(targets: Sequence[Target], timeout: float, max_retries: int) -> list[Any]:
+def clients_for(
+    targets: Sequence[Target], timeout: float, max_retries: int, headers: Mapping[str, str] | None = None
+) -> list[Any]:
     import openai
 
     return [
         openai.AsyncOpenAI(
-            base_url=t.base_url, api_key=t.api_key() or "-", timeout=timeout, max_retries=max_retries
+            base_url=t.base_url,
+            api_key=t.api_key() or "-",
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=dict(headers) if headers else None,
         )
         for t in targets
     ]
@@ -170,40 +180,73 @@ class Runner:
         self.clients = clients
         self.workload = workload
         self.state = state
-        self._kwargs = [workload.create_kwargs(target.model) for target in targets]
-        self._attributes: dict[tuple[int, str], dict[str, str | bool]] = {}
+        items = workload.items()
+        # headers are random per run (not from --seed): a rerun must not hit the previous run's cache
+        self._sources = [RequestSource(items, workload.prefix, None) for _ in targets]
+        self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
 
     async def request(self, index: int, load: str, warmup: bool = False) -> None:
-        """One call through the SDK. Its failure is the endpoint's answer, recorded in its span."""
+        """One request slot: a conversation (one call per turn; a priming call first in warm mode).
+        A call's failure is the endpoint's answer, recorded in its span; it ends the conversation."""
         target = self.targets[index]
-        attributes = self._attributes.get((index, load))
+        conversation, turns = self._sources[index].next()
+        if turns[0].priming:
+            await self._tagged(index, "warmup", True, turns.pop(0).messages)
+        first = turns[0]
+        messages, expected = first.messages, first.expected_hit
+        rounds = self.workload.turns
+        for turn in range(1, rounds + 1):
+            label = load if rounds == 1 or warmup else f"{load} turn {turn}"
+            if not warmup:
+                counts = self.state.cache_expected.setdefault((target.name, label), [0, 0])
+                counts[0] += expected
+                counts[1] += 1
+            answer = await self._tagged(index, label, warmup, messages)
+            if answer is None or turn == rounds:
+                return
+            messages = next_turn(conversation, messages, answer, turn + 1)
+            expected = True  # the previous turn's prompt is this one's prefix
+
+    async def _tagged(self, index: int, load: str, warmup: bool, messages: list[Message]) -> str | None:
+        """One call with its spans tagged; the answer's text (conversations only), None when it failed."""
+        key = (index, load, warmup)
+        attributes = self._attributes.get(key)
         if attributes is None:
-            attributes = self._attributes[(index, load)] = tags(target.name, load, warmup)
-        tag = Tag(target.name, load, warmup, attributes)
+            attributes = self._attributes[key] = tags(self.targets[index].name, load, warmup)
+        tag = Tag(self.targets[index].name, load, warmup, attributes)
         token = TAG.set(tag)
         try:
-            await self._call(index, tag)
+            return await self._call(index, tag, messages)
         except asyncio.CancelledError:
             raise
         except Exception:  # the SDK's own exception: the span has it (error.type, category)
-            pass
+            return None
         finally:
             TAG.reset(token)
 
-    async def _call(self, index: int, tag: Tag) -> None:
-        """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up)."""
+    async def _call(self, index: int, tag: Tag, messages: list[Message]) -> str:
+        """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up).
+        Returns the answer's text when the workload is a conversation (else "")."""
         client = self.clients[index]
-        kwargs = self._kwargs[index]
-        if not self.workload.stream:
-            await client.chat.completions.create(**kwargs)
-            return
+        workload = self.workload
+        kwargs = workload.create_kwargs(self.targets[index].model, messages)
+        create = resource(client, workload.api).create
+        keep = workload.turns > 1
+        if not workload.stream:
+            result = await create(**kwargs)
+            return answer_text(result, workload.api) if keep else ""
+        content = CONTENT[workload.api]
         gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
-        stream = await client.chat.completions.create(**kwargs)
+        stream = await create(**kwargs)
         last = 0
+        parts: list[str] = []
         async with stream:
             async for chunk in stream:
-                if not _has_content(chunk):
+                text = content(chunk)
+                if text is None:
                     continue
+                if keep:
+                    parts.append(text)
                 tag.content_chunks += 1
                 if gaps is None:
                     continue
@@ -211,6 +254,7 @@ class Runner:
                 if last:
                     gaps.append((now - last) / 1e9)
                 last = now
+        return "".join(parts)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
@@ -271,14 +315,6 @@ def groups(targets: int, sequential: bool) -> list[list[int]]:
 def share(total: int, parts: int, part: int) -> int:
     """Part ``part`` of ``total`` split into ``parts`` near-equal whole shares."""
     return total // parts + (1 if part < total % parts else 0)
-
-
-def _has_content(chunk: Any) -> bool:
-    for choice in getattr(chunk, "choices", None) or ():
-        delta = getattr(choice, "delta", None)
-        if delta is not None and (getattr(delta, "content", None) or getattr(delta, "tool_calls", None)):
-            return True
-    return False
 
 
 def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:

@@ -1,0 +1,154 @@
+"""``openai-latency bench`` workloads against the fake server's prefix cache, as a subprocess:
+cache-honest prompts, the hits the servers report, every API, tools and headers.
+
+What was sent is checked in the server's log (the request bodies it received)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openai_latency.cli.bench.cache import WARNING
+from openai_latency.fake_server.prefix_cache import prompt_words
+from openai_latency.fake_server.records import RequestRecord
+from tests.support.cli_runs import by_target, chat_records, run_cli, servers
+
+CACHE = {"prompt-cache": 1, "ttft-ms": 120, "cached-ttft-ms": 20, "chunks": 3}
+
+
+def _bench(*args: str) -> dict[str, Any]:
+    result = run_cli(["bench", "--model", "m", "--format", "json", *args])
+    assert result.code == 0, result.err
+    assert WARNING not in result.err
+    return result.json()
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def _words(record: RequestRecord) -> list[str]:
+    body = record.body
+    return list(prompt_words(body.get("messages") or body.get("input") or body.get("prompt")))
+
+
+def test_cold_by_default_warm_hits_after_priming_and_shared_splits_hits_from_misses() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, CACHE)
+        cold = _bench("--target", f"a={server.base_url}", "-n", "6", "-c", "2")
+        records = chat_records(server)
+        assert len(records) == 6
+        prompts = [_words(r) for r in records]
+        # no two requests share a prefix: each starts with a line of its own, then the same prompt
+        assert all(_common_prefix(a, b) == 0 for i, a in enumerate(prompts) for b in prompts[i + 1 :])
+        assert len({tuple(p[1:]) for p in prompts}) == 1
+        assert cold["results"][0]["prompt_cache"]["hits"] == 0
+        assert cold["results"][0]["prompt_cache"]["misses"] == 6
+
+        server.clear()
+        warm = _bench("--target", f"a={server.base_url}", "-n", "4", "--prefix-cache", "warm")
+        records = sorted(chat_records(server), key=lambda r: r.received_ns)
+        assert len(records) == 5  # the priming request, then the same prompt 4 times
+        assert all(_words(r) == _words(records[0]) for r in records)
+        (entry,) = warm["results"]
+        assert entry["requests"] == 4 and entry["prompt_cache"]["hits"] == 4  # priming not counted
+        assert (entry["prompt_cache"]["expected_hits"], entry["prompt_cache"]["expected_of"]) == (4, 4)
+
+        server.clear()
+        shared = _bench("--target", f"a={server.base_url}", "-n", "12", "--prefix-cache", "shared:4")
+        (entry,) = shared["results"]
+        cache = entry["prompt_cache"]
+        assert (cache["hits"], cache["misses"]) == (9, 3)
+        records = sorted(chat_records(server), key=lambda r: r.received_ns)
+        firsts = [_words(r)[0] for r in records]
+        assert [len(set(firsts[i : i + 4])) for i in range(0, 12, 4)] == [1, 1, 1] and len(set(firsts)) == 3
+        # the scripted prefill difference (120 ms - 20 ms) between misses and hits
+        difference = cache["ttft_miss"]["p50"] - cache["ttft_hit"]["p50"]
+        assert difference == pytest.approx(0.100, abs=0.005)
+        phases = cache["prefill_phases_p50"]["first_token"]
+        assert phases["miss"] - phases["hit"] == pytest.approx(0.100, abs=0.005)
+
+
+def test_a_server_without_cache_fields_gets_the_one_warning() -> None:
+    with ExitStack() as stack:
+        silent, deepseek, openai = servers(
+            stack, {**CACHE, "cache-fields": "none"}, {**CACHE, "cache-fields": "deepseek"}, CACHE
+        )
+        result = run_cli(
+            ["bench", "--model", "m", "--format", "json", "-n", "4", "--prefix-cache", "shared:2",
+             "--target", f"silent={silent.base_url}", "--target", f"deepseek={deepseek.base_url}",
+             "--target", f"openai={openai.base_url}", "-c", "1,2"]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        assert result.err.count(WARNING) == 1  # two load levels, three targets: one warning
+        (line,) = [line for line in result.err.splitlines() if WARNING in line]
+        assert line.startswith("openai-latency bench: warning: silent: the server reports no")
+        targets = by_target({"results": [e for e in result.json()["results"] if e["key"]["load"] == "c=1"]})
+        assert targets["silent"]["prompt_cache"]["hits"] == 0
+        assert targets["silent"]["prompt_cache"]["unreported"] == 4
+        # DeepSeek's prompt_cache_hit_tokens count as hits, like OpenAI's cached_tokens
+        for name in ("deepseek", "openai"):
+            assert (targets[name]["prompt_cache"]["hits"], targets[name]["prompt_cache"]["misses"]) == (2, 2)
+
+
+def test_responses_and_completions_apis_tools_and_headers_reach_the_server(tmp_path: Path) -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "d",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([tool]))
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 3})
+        base = ["--target", f"a={server.base_url}", "-n", "2", "--prompt", "say it"]
+        responses = _bench(*base, "--api", "responses", "--tools", str(tools), "--header", "X-Team=latency")
+        completions = _bench(*base, "--api", "completions", "--no-stream")
+        chat = _bench(*base, "--tools", str(tools))
+        records = server.records(wait=5.0)
+        by_path: dict[str, list[RequestRecord]] = {}
+        for record in records:
+            by_path.setdefault(record.path, []).append(record)
+        (response_body, _) = [r.body for r in by_path["/v1/responses"]]
+        assert response_body["input"][0]["content"].endswith("\nsay it")
+        assert response_body["max_output_tokens"] == 64 and response_body["stream"] is True
+        assert response_body["tools"] == [{"type": "function", **tool["function"]}]  # the Responses shape
+        assert all(r.headers.get("x-team") == "latency" for r in by_path["/v1/responses"])
+        (completion_body, _) = [r.body for r in by_path["/v1/completions"]]
+        assert completion_body["prompt"].endswith("\nsay it") and "stream" not in completion_body
+        chat_bodies = [r.body for r in by_path["/v1/chat/completions"]]
+        assert all(body["tools"] == [tool] for body in chat_bodies)
+        assert all("x-team" not in r.headers for r in by_path["/v1/chat/completions"])
+        for report in (responses, completions, chat):
+            (entry,) = report["results"]
+            assert entry["requests"] == 2 and entry["errors"] == 0 and entry["output_tokens"] == 6
+        assert responses["results"][0]["ttft"]["n"] == 2  # streamed Responses events: TTFT measured
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prefix-cache", "shared:1"], "shared:N with N >= 2"),
+        (["--api", "completions", "--tools", "{tools}"], "completions API has no tools"),
+        (["--tools", "{bad}"], "not JSON"),
+        (["--header", "bad header=1"], "--header: expected NAME=VALUE"),
+    ],
+)
+def test_bad_workload_options_are_one_line(argv: list[str], message: str, tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text('[{"type": "function", "function": {"name": "f"}}]')
+    (tmp_path / "bad.json").write_text("[{")
+    argv = [a.format(tools=tmp_path / "tools.json", bad=tmp_path / "bad.json") for a in argv]
+    result = run_cli(["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", *argv])
+    assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) <= 3
