@@ -5,6 +5,7 @@ What was sent is checked in the server's log (the request bodies it received).""
 
 from __future__ import annotations
 
+import itertools
 import json
 from contextlib import ExitStack
 from pathlib import Path
@@ -152,3 +153,72 @@ def test_bad_workload_options_are_one_line(argv: list[str], message: str, tmp_pa
     argv = [a.format(tools=tmp_path / "tools.json", bad=tmp_path / "bad.json") for a in argv]
     result = run_cli(["bench", "--target", "a=http://127.0.0.1:9/v1", "--model", "m", *argv])
     assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) <= 3
+
+
+def _without_header(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    first = dict(messages[0])
+    line, _, rest = first["content"].partition("\n")
+    assert line.startswith("bench-")
+    return [{**first, "content": rest}, *messages[1:]]
+
+
+def test_a_jsonl_dataset_is_sent_as_the_file_says(tmp_path: Path) -> None:
+    system = {"role": "system", "content": "You are terse."}
+    lines = [
+        json.dumps("First prompt."),
+        json.dumps({"prompt": "Second prompt."}),
+        json.dumps({"messages": [system, {"role": "user", "content": "Third."}]}),
+    ]
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 2})
+        _bench("--target", f"a={server.base_url}", "-n", "4", "--dataset", str(data))
+        records = sorted(chat_records(server), key=lambda r: r.received_ns)
+        sent = [_without_header(r.body["messages"]) for r in records]
+        assert sent == [
+            [{"role": "user", "content": "First prompt."}],
+            [{"role": "user", "content": "Second prompt."}],
+            [system, {"role": "user", "content": "Third."}],
+            [{"role": "user", "content": "First prompt."}],  # cycled
+        ]
+
+
+def test_sharegpt_conversations_grow_turn_by_turn_and_later_turns_hit_the_cache(tmp_path: Path) -> None:
+    def item(topic: str) -> dict[str, Any]:
+        return {
+            "id": topic,
+            "conversations": [
+                {"from": "system", "value": f"About {topic}."},
+                {"from": "human", "value": f"What is {topic}?"},
+                {"from": "gpt", "value": "A recorded answer that is not sent."},
+                {"from": "human", "value": f"Why {topic}?"},
+            ],
+        }
+
+    data = tmp_path / "sharegpt.json"
+    data.write_text(json.dumps([item("tea"), item("rain")], indent=1))
+    with ExitStack() as stack:
+        (server,) = servers(stack, CACHE)
+        report = _bench("--target", f"a={server.base_url}", "-n", "2", "--dataset", str(data), "--turns", "3")
+        records = sorted(chat_records(server), key=lambda r: r.received_ns)
+        assert len(records) == 6
+        answer = {"role": "assistant", "content": "tok0 tok1 tok2"}  # the server's own answer
+        for topic, conversation in zip(("tea", "rain"), (records[:3], records[3:]), strict=True):
+            turns = [_without_header(r.body["messages"]) for r in conversation]
+            assert turns[0] == [
+                {"role": "system", "content": f"About {topic}."},
+                {"role": "user", "content": f"What is {topic}?"},
+            ]
+            assert turns[1] == [*turns[0], answer, {"role": "user", "content": f"Why {topic}?"}]
+            assert turns[2][: len(turns[1])] == turns[1] and turns[2][-2] == answer
+            assert turns[2][-1]["role"] == "user"  # the data has no third question: a follow-up
+            bodies = [r.body["messages"] for r in conversation]  # the header line included
+            assert all(b[: len(a)] == a for a, b in itertools.pairwise(bodies))  # each prefix grows
+        by_turn = {entry["key"]["load"]: entry for entry in report["results"]}
+        assert sorted(by_turn) == ["c=1 turn 1", "c=1 turn 2", "c=1 turn 3"]
+        first, later = by_turn["c=1 turn 1"], [by_turn["c=1 turn 2"], by_turn["c=1 turn 3"]]
+        assert first["prompt_cache"]["hits"] == 0 and first["prompt_cache"]["expected_hits"] == 0
+        assert all(e["prompt_cache"]["hits"] == 2 == e["prompt_cache"]["expected_hits"] for e in later)
+        # per-turn TTFT shows what the cache saves (scripted: 120 ms miss, 20 ms hit)
+        assert all(e["ttft"]["p50"] + 0.08 < first["ttft"]["p50"] for e in later)

@@ -6,9 +6,11 @@ delta counts as output), or a refusal; role-only and usage-only chunks do not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
+from .record import Tag
 from .workload import Api
 
 
@@ -75,3 +77,33 @@ def answer_text(result: Any, api: Api) -> str:
         return str(getattr(choices[0], "text", "") or "")
     message = getattr(choices[0], "message", None)
     return str(getattr(message, "content", "") or "")
+
+
+async def send(
+    client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: list[float] | None, keep: bool
+) -> str:
+    """One call of ``api``; a stream's content chunks counted in ``tag``, the gaps between them
+    appended to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else "")."""
+    create = resource(client, api).create
+    if not kwargs.get("stream"):
+        result = await create(**kwargs)
+        return answer_text(result, api) if keep else ""
+    content = CONTENT[api]
+    stream = await create(**kwargs)
+    last = 0
+    parts: list[str] = []
+    async with stream:
+        async for chunk in stream:
+            text = content(chunk)
+            if text is None:
+                continue
+            if keep:
+                parts.append(text)
+            tag.content_chunks += 1
+            if gaps is None:
+                continue
+            now = time.perf_counter_ns()
+            if last:
+                gaps.append((now - last) / 1e9)
+            last = now
+    return "".join(parts)

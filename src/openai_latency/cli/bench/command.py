@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     plan = Plan(options, targets, unreachable)
     schedule = options.schedule
     state = RunState(
-        planned={t.name: (schedule.requests or 0) * len(schedule.levels) for t in targets}, chunk_gaps={}
+        planned={
+            t.name: (schedule.requests or 0) * len(schedule.levels) * options.workload.turns for t in targets
+        },
+        chunk_gaps={},
     )
     if schedule.workers > 1:
         from .workers import run_in_workers

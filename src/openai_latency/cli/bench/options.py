@@ -13,8 +13,9 @@ from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
+from . import dataset
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
-from .workload import APIS, PrefixPolicy, parse_prefix_cache
+from .workload import APIS, Conversation, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
 DEFAULT_REQUESTS = 20
@@ -53,6 +54,21 @@ def build_parser() -> Parser:
     prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
     prompt.add_argument(
         "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
+    )
+    prompt.add_argument(
+        "--dataset",
+        metavar="FILE",
+        help="prompts from a file: JSONL of prompts or of chat messages, or ShareGPT JSON (cycled)",
+    )
+    work.add_argument(
+        "--dataset-sample", type=arguments.count, metavar="N", help="--dataset: N items at random (--seed)"
+    )
+    work.add_argument(
+        "--turns",
+        type=arguments.count,
+        default=1,
+        metavar="K",
+        help="conversations of K requests: each turn adds the answer and the next user message",
     )
     work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
     work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
@@ -216,7 +232,18 @@ def _workload(opts: argparse.Namespace) -> Workload:
         api=opts.api,
         prefix=opts.prefix_cache,
         tools=read_tools(opts.tools) if opts.tools else (),
+        conversations=_dataset(opts),
+        turns=opts.turns,
     )
+
+
+def _dataset(opts: argparse.Namespace) -> tuple[Conversation, ...]:
+    if not opts.dataset:
+        if opts.dataset_sample is not None:
+            raise UsageError("--dataset-sample needs --dataset")
+        return ()
+    limit = None if opts.duration is not None else (opts.requests or DEFAULT_REQUESTS) + opts.warmup
+    return dataset.load(opts.dataset, opts.dataset_sample, opts.seed, limit)
 
 
 def _levels(opts: argparse.Namespace) -> list[Load]:

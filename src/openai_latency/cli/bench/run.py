@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .api import CONTENT, answer_text, resource
+from .api import send
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 from .workload import Message, RequestSource, next_turn
@@ -227,34 +227,10 @@ class Runner:
     async def _call(self, index: int, tag: Tag, messages: list[Message]) -> str:
         """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up).
         Returns the answer's text when the workload is a conversation (else "")."""
-        client = self.clients[index]
         workload = self.workload
         kwargs = workload.create_kwargs(self.targets[index].model, messages)
-        create = resource(client, workload.api).create
-        keep = workload.turns > 1
-        if not workload.stream:
-            result = await create(**kwargs)
-            return answer_text(result, workload.api) if keep else ""
-        content = CONTENT[workload.api]
         gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
-        stream = await create(**kwargs)
-        last = 0
-        parts: list[str] = []
-        async with stream:
-            async for chunk in stream:
-                text = content(chunk)
-                if text is None:
-                    continue
-                if keep:
-                    parts.append(text)
-                tag.content_chunks += 1
-                if gaps is None:
-                    continue
-                now = time.perf_counter_ns()
-                if last:
-                    gaps.append((now - last) / 1e9)
-                last = now
-        return "".join(parts)
+        return await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
