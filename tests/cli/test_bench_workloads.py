@@ -222,3 +222,29 @@ def test_sharegpt_conversations_grow_turn_by_turn_and_later_turns_hit_the_cache(
         assert all(e["prompt_cache"]["hits"] == 2 == e["prompt_cache"]["expected_hits"] for e in later)
         # per-turn TTFT shows what the cache saves (scripted: 120 ms miss, 20 ms hit)
         assert all(e["ttft"]["p50"] + 0.08 < first["ttft"]["p50"] for e in later)
+
+
+def test_prompt_and_output_length_distributions_and_output_length_not_met() -> None:
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 4})
+        base = ["--target", f"a={server.base_url}", "-n", "12", "--seed", "3"]
+        result = run_cli(
+            ["bench", "--model", "m", *base, "--prompt-tokens", "13,65", "--output-tokens", "4,6"]
+        )
+        assert result.code == 0, result.err
+        records = chat_records(server)
+        assert len(records) == 12
+        words = {len(r.body["messages"][0]["content"].split("\n", 1)[1].split()) for r in records}
+        assert words == {10, 50}  # ~1.3 tokens a word
+        asked = [r.body["max_tokens"] for r in records]
+        assert set(asked) == {4, 6}
+        assert all(r.body["ignore_eos"] is True for r in records)  # the hint, in the body
+        # the fake sends 4 tokens: the requests that asked for 6 did not get them, and the run says so
+        short = asked.count(6)
+        assert f"a: {short} of 12 requests got fewer output tokens than --output-tokens asked" in result.out
+        server.clear()
+        plain = _bench(*base, "--output-tokens", "4", "--no-ignore-eos", "--prompt-tokens", "20:5")
+        records = chat_records(server)
+        assert all(r.body["max_tokens"] == 4 and "ignore_eos" not in r.body for r in records)
+        assert plain["results"][0]["output_length_short"] == 0
+        assert len({len(r.body["messages"][0]["content"].split()) for r in records}) > 3  # a spread

@@ -81,17 +81,19 @@ def answer_text(result: Any, api: Api) -> str:
 
 async def send(
     client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: list[float] | None, keep: bool
-) -> str:
+) -> tuple[str, int | None]:
     """One call of ``api``; a stream's content chunks counted in ``tag``, the gaps between them
-    appended to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else "")."""
+    appended to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else "") and the
+    output tokens the server reported (None without usage)."""
     create = resource(client, api).create
     if not kwargs.get("stream"):
         result = await create(**kwargs)
-        return answer_text(result, api) if keep else ""
+        return (answer_text(result, api) if keep else ""), output_tokens(result)
     content = CONTENT[api]
     stream = await create(**kwargs)
     last = 0
     parts: list[str] = []
+    chunk: Any = None
     async with stream:
         async for chunk in stream:
             text = content(chunk)
@@ -106,4 +108,13 @@ async def send(
             if last:
                 gaps.append((now - last) / 1e9)
             last = now
-    return "".join(parts)
+    # the usage is in the last chunk (chat, completions) or the last event's response (Responses)
+    return "".join(parts), output_tokens(getattr(chunk, "response", None) or chunk)
+
+
+def output_tokens(result: Any) -> int | None:
+    usage = getattr(result, "usage", None)
+    tokens = getattr(usage, "completion_tokens", None)
+    if tokens is None:
+        tokens = getattr(usage, "output_tokens", None)
+    return tokens if isinstance(tokens, int) else None

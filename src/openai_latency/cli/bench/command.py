@@ -112,8 +112,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
         state.interrupted = asyncio.run(supervise(runner, work, progress.update))
 
 
-def _expected(state: RunState, target: str, load: str) -> tuple[int, int] | None:
-    counts = state.cache_expected.get((target, load))
+def _pair(counts: list[int] | None) -> tuple[int, int] | None:
     return (counts[0], counts[1]) if counts else None
 
 
@@ -154,7 +153,9 @@ def _finish(plan: Plan, spans: Iterable[Span], state: RunState, out: TextIO, err
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
     for s in stats:
-        s.cache_expected = _expected(state, s.group.key.get("target", ""), s.group.key.get("load", ""))
+        key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
+        s.cache_expected = _pair(state.cache_expected.get(key))
+        s.short_outputs = _pair(state.short_outputs.get(key))
     unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
     if unverified:
         print(cache.warning(unverified), file=err)

@@ -14,11 +14,13 @@ from typing import Any
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
 from . import dataset
+from .lengths import IGNORE_EOS, PROMPT_POOL, parse_lengths
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
 from .workload import APIS, Conversation, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
 DEFAULT_REQUESTS = 20
+DEFAULT_MAX_TOKENS = 64
 _TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
 # A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
 _WORDS = (
@@ -53,7 +55,10 @@ def build_parser() -> Parser:
     prompt.add_argument("--prompt", help="the user message (default: a short question)")
     prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
     prompt.add_argument(
-        "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
+        "--prompt-tokens",
+        type=parse_lengths,
+        metavar="N[:SD]|A,B",
+        help="synthetic prompts of ~N tokens (N:STDEV normal, or a list: one length per request)",
     )
     prompt.add_argument(
         "--dataset",
@@ -70,7 +75,20 @@ def build_parser() -> Parser:
         metavar="K",
         help="conversations of K requests: each turn adds the answer and the next user message",
     )
-    work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
+    length = work.add_mutually_exclusive_group()
+    length.add_argument("--max-tokens", type=arguments.count, metavar="K", help="default 64")
+    length.add_argument(
+        "--output-tokens",
+        type=parse_lengths,
+        metavar="M[:SD]|A,B",
+        help="generate exactly M tokens: max_tokens M and ignore_eos (vLLM, SGLang, llama.cpp)",
+    )
+    work.add_argument(
+        "--ignore-eos",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --output-tokens: send ignore_eos in the body (default on; off for servers that reject it)",
+    )
     work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
     work.add_argument(
         "--stream-usage",
@@ -218,22 +236,38 @@ def _workload(opts: argparse.Namespace) -> Workload:
     if opts.prompt_file:
         prompt = read_prompt(opts.prompt_file)
     elif opts.prompt_tokens:
-        prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
+        prompt = synthetic_prompt(opts.prompt_tokens.fixed or opts.prompt_tokens.mean, opts.seed)
     else:
         prompt = opts.prompt or DEFAULT_PROMPT
     if opts.tools and opts.api == "completions":
         raise UsageError("--tools: the completions API has no tools (use --api chat or responses)")
+    output = opts.output_tokens
     return Workload(
         prompt,
-        opts.max_tokens,
+        opts.max_tokens or (output.fixed or output.mean if output else DEFAULT_MAX_TOKENS),
         opts.stream,
         opts.temperature,
         opts.stream_usage,
         api=opts.api,
         prefix=opts.prefix_cache,
         tools=read_tools(opts.tools) if opts.tools else (),
-        conversations=_dataset(opts),
+        conversations=_dataset(opts) or _synthetic(opts),
         turns=opts.turns,
+        output_tokens=output,
+        extra_body=IGNORE_EOS if output and opts.ignore_eos else {},
+    )
+
+
+def _synthetic(opts: argparse.Namespace) -> tuple[Conversation, ...]:
+    """Prompts whose lengths follow a ``--prompt-tokens`` distribution (none for one length)."""
+    lengths = opts.prompt_tokens
+    if lengths is None or lengths.fixed is not None:
+        return ()
+    rng = random.Random(opts.seed)
+    count = PROMPT_POOL if opts.duration is not None else min(PROMPT_POOL, opts.requests or DEFAULT_REQUESTS)
+    return tuple(
+        Conversation(({"role": "user", "content": synthetic_prompt(lengths.draw(rng), opts.seed + i)},))
+        for i in range(count)
     )
 
 

@@ -135,6 +135,13 @@ def notes(
             if note:
                 lines.append(note)
     for s in stats:
+        if s.short_outputs and s.short_outputs[0]:
+            short, of = s.short_outputs
+            lines.append(
+                f"{s.label}: {short} of {of} requests got fewer output tokens than --output-tokens asked:"
+                " the server stopped at its end-of-sequence token (no ignore_eos support?)"
+            )
+    for s in stats:
         if s.estimated_tokens:
             lines.append(
                 f"{s.label}: {s.estimated_tokens} of {s.requests - s.errors} successful requests had no"
@@ -229,6 +236,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
         "prompt_cache": cache_dict(s.cache, s.cache_expected) if s.cache else None,
+        "output_length_short": None if s.short_outputs is None else s.short_outputs[0],
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
@@ -328,6 +336,7 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
             "api": workload.api,
             "prefix_cache": workload.prefix.label,
             "turns": workload.turns,
+            "output_tokens": workload.output_tokens.text if workload.output_tokens else None,
             "tools": len(workload.tools),
             "loads": [load.label for load in loads],
             "requests_per_target": schedule.requests,

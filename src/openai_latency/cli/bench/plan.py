@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .lengths import Lengths
 from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
 
 #: The SLO bounds ``--slo`` accepts: metric name -> what it bounds.
@@ -54,22 +55,32 @@ class Workload:
     conversations: tuple[Conversation, ...] = ()
     #: ``--turns``: requests per conversation.
     turns: int = 1
+    #: ``--output-tokens``: each request's max_tokens drawn from it (None: ``max_tokens``).
+    output_tokens: Lengths | None = None
+    #: Fields every request's body gets besides the API's (``extra_body``: the ignore-EOS hint). A
+    #: user's ``--extra-body`` is merged over it, key by key: the user's value wins.
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def items(self) -> tuple[Conversation, ...]:
         return self.conversations or (Conversation(({"role": "user", "content": self.prompt},)),)
 
-    def create_kwargs(self, model: str, messages: list[Message]) -> dict[str, Any]:
+    def create_kwargs(
+        self, model: str, messages: list[Message], max_tokens: int | None = None
+    ) -> dict[str, Any]:
         """The SDK call's keyword arguments for these messages (``api``'s resource's ``create``)."""
         kwargs: dict[str, Any] = {"model": model}
+        limit = max_tokens or self.max_tokens
         if self.api == "responses":
             kwargs["input"] = messages
-            kwargs["max_output_tokens"] = self.max_tokens
+            kwargs["max_output_tokens"] = limit
         else:
             if self.api == "chat":
                 kwargs["messages"] = messages
             else:
                 kwargs["prompt"] = text_of(messages)
-            kwargs["max_tokens"] = self.max_tokens
+            kwargs["max_tokens"] = limit
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
         if self.tools:
             kwargs["tools"] = responses_tools(self.tools) if self.api == "responses" else list(self.tools)
         if self.temperature is not None:

@@ -48,6 +48,9 @@ class RunState:
     failed_workers: int = 0
     #: Per (target, load level): [requests whose prompt prefix the server has seen, requests].
     cache_expected: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: ``--output-tokens``, per (target, load level): [requests with fewer output tokens than asked,
+    #: requests whose server reported its output tokens].
+    short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def progress_lines(
@@ -184,6 +187,7 @@ class Runner:
         # headers are random per run (not from --seed): a rerun must not hit the previous run's cache
         self._sources = [RequestSource(items, workload.prefix, None) for _ in targets]
         self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
+        self._lengths = random.Random(seed)  # --output-tokens draws
 
     async def request(self, index: int, load: str, warmup: bool = False) -> None:
         """One request slot: a conversation (one call per turn; a priming call first in warm mode).
@@ -228,9 +232,16 @@ class Runner:
         """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up).
         Returns the answer's text when the workload is a conversation (else "")."""
         workload = self.workload
-        kwargs = workload.create_kwargs(self.targets[index].model, messages)
+        lengths = workload.output_tokens
+        asked = None if lengths is None else lengths.draw(self._lengths)
+        kwargs = workload.create_kwargs(self.targets[index].model, messages, asked)
         gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
-        return await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
+        text, tokens = await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
+        if asked is not None and not tag.warmup:
+            counts = self.state.short_outputs.setdefault((tag.target, tag.load), [0, 0])
+            counts[0] += tokens is not None and tokens < asked
+            counts[1] += tokens is not None
+        return text
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])

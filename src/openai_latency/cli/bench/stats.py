@@ -63,6 +63,8 @@ class TargetStats:
     cache: CacheSplit | None = None
     #: (requests whose prefix the server had seen, requests) as the workload planned them.
     cache_expected: tuple[int, int] | None = None
+    #: ``--output-tokens``: (requests that got fewer output tokens than asked, requests with usage).
+    short_outputs: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:

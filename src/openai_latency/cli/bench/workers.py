@@ -245,6 +245,7 @@ def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
                 "cpu_s": state.cpu_s,
                 "late": state.late,
                 "cache_expected": list(state.cache_expected.items()),
+                "short_outputs": list(state.short_outputs.items()),
             },
         )
     )
@@ -279,7 +280,9 @@ def _add(state: RunState, result: dict[str, Any]) -> None:
     state.loop_lag.extend(result.get("loop_lag", []))
     state.cpu_s += result.get("cpu_s", 0.0)
     state.late += result.get("late", 0)
-    for key, (expected, sent) in result.get("cache_expected", []):
-        counts = state.cache_expected.setdefault(tuple(key), [0, 0])  # type: ignore[arg-type]
-        counts[0] += expected
-        counts[1] += sent
+    for name in ("cache_expected", "short_outputs"):
+        merged: dict[tuple[str, str], list[int]] = getattr(state, name)
+        for (target, load), (count, of) in result.get(name, []):
+            counts = merged.setdefault((target, load), [0, 0])
+            counts[0] += count
+            counts[1] += of
