@@ -147,6 +147,9 @@ class FakeApp:
         cached = self._prefixes.lookup(model, prompt) if script.prompt_cache else 0
         if cached and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
+        limit = _ignore_eos_limit(body)
+        if limit is not None:  # generate exactly the asked tokens, as vLLM and llama.cpp do
+            script = dataclasses.replace(script, chunks=max(0, limit - script.reasoning_tokens))
         out = payloads.make_output(record.request_id[4:], model, prompt, script, cached)
         if endpoint.output_id_from_argument and argument:
             out = dataclasses.replace(out, id=argument.removeprefix("resp_"), cached_tokens=0)
@@ -243,6 +246,17 @@ async def _wait_finished(records: list[RequestRecord], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while any(not r.finished for r in records) and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
+
+
+def _ignore_eos_limit(body: dict[str, Any]) -> int | None:
+    """``ignore_eos: true`` with a max tokens field: the output tokens the request asks for."""
+    if body.get("ignore_eos") is not True:
+        return None
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _parse_json(body: bytes) -> Any:

@@ -71,6 +71,10 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
 
+A request body with ``ignore_eos: true`` and ``max_tokens`` (``max_completion_tokens``,
+``max_output_tokens``) gets exactly that many output tokens (reasoning included), whatever ``chunks``
+says: vLLM's and llama.cpp's behaviour, which ``bench --output-tokens`` and ``--replay`` rely on.
+
 Reasoning, in detail. A stream with N reasoning tokens at pace D goes: headers (after ``delay-ms``),
 the role chunk, ``ttft-ms``, reasoning token 0, D, token 1, ... token N-1, D, answer chunk 0, then
 the answer as without reasoning (``chunk-delay-ms``, ``jitter-ms``, stalls). Hidden reasoning keeps

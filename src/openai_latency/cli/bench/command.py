@@ -102,6 +102,9 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
         for load in schedule.levels:
+            if load.replay_speed is not None:
+                await runner.replay(load)
+                continue
             ramp = load.ramp(schedule.ramp_up)
             await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
 

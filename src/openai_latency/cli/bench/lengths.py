@@ -2,7 +2,7 @@
 
 ``N:STDEV`` draws from a normal distribution (rounded, at least 1); a list draws its values with
 equal chance; both from ``--seed``, so a run's lengths repeat. Prompt lengths are synthetic prompts
-(:func:`~.options.synthetic_prompt`: plain words, about 1.3 tokens each); output lengths are each
+(:func:`synthetic_prompt`: plain words, about 1.3 tokens each); output lengths are each
 request's ``max_tokens`` with an ignore-EOS hint (``ignore_eos``, which vLLM, SGLang and llama.cpp
 accept in the request body: passed as ``extra_body``), so the server generates exactly that many.
 """
@@ -64,3 +64,19 @@ def parse_lengths(text: str) -> Lengths:
     except ValueError:
         pass
     raise argparse.ArgumentTypeError(f"expected N, N:STDEV or A,B,C with token counts >= 1, got {text!r}")
+
+
+# A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
+_WORDS = (
+    "time", "network", "server", "model", "token", "queue", "first", "stream", "request", "answer",
+    "reason", "latency", "cache", "prompt", "batch", "client", "slow", "fast", "wait", "phase", "call",
+    "retry", "limit", "rate", "order", "value", "point", "data",
+)  # fmt: skip
+TOKENS_PER_WORD = 1.3
+
+
+def synthetic_prompt(tokens: int, seed: int) -> str:
+    """About ``tokens`` tokens of plain words (no tokenizer download): a reproducible word salad."""
+    rng = random.Random(seed)
+    words = max(1, round(tokens / TOKENS_PER_WORD))
+    return " ".join(rng.choice(_WORDS) for _ in range(words))

@@ -5,30 +5,20 @@ Bad input is a :class:`~..args.UsageError` (or argparse's one line), never a tra
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import re
-from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
-from . import dataset
-from .lengths import IGNORE_EOS, PROMPT_POOL, parse_lengths
+from . import replay, sources
+from .lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
-from .workload import APIS, Conversation, PrefixPolicy, parse_prefix_cache
+from .sources import DEFAULT_REQUESTS
+from .workload import APIS, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
-DEFAULT_REQUESTS = 20
 DEFAULT_MAX_TOKENS = 64
 _TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
-# A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
-_WORDS = (
-    "time", "network", "server", "model", "token", "queue", "first", "stream", "request", "answer",
-    "reason", "latency", "cache", "prompt", "batch", "client", "slow", "fast", "wait", "phase", "call",
-    "retry", "limit", "rate", "order", "value", "point", "data",
-)  # fmt: skip
-TOKENS_PER_WORD = 1.3
 DESCRIPTION = (
     "The same workload against several OpenAI-compatible endpoints or models, side by side: TTFT, TPOT,"
     " throughput, goodput, every phase of every request, retries and backoff, failures triaged."
@@ -64,6 +54,17 @@ def build_parser() -> Parser:
         "--dataset",
         metavar="FILE",
         help="prompts from a file: JSONL of prompts or of chat messages, or ShareGPT JSON (cycled)",
+    )
+    prompt.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="the calls of an OTLP JSON file (their arrival times, token counts, stream flag; no content)",
+    )
+    work.add_argument(
+        "--replay-speed",
+        type=arguments.positive_float,
+        metavar="X",
+        help="--replay: X times as fast (default 1: the recorded spacing)",
     )
     work.add_argument(
         "--dataset-sample", type=arguments.count, metavar="N", help="--dataset: N items at random (--seed)"
@@ -208,12 +209,17 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         raise UsageError(f"--target: names must differ, got {', '.join(names)}")
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
+    recorded = sources.replay_calls(opts)
     return BenchOptions(
         targets=targets,
-        workload=_workload(opts),
+        workload=_workload(opts, recorded),
         schedule=Schedule(
-            levels=_levels(opts),
-            requests=None if opts.duration is not None else (opts.requests or DEFAULT_REQUESTS),
+            levels=[Load(1, replay_speed=opts.replay_speed or 1.0)] if recorded else _levels(opts),
+            requests=len(recorded)
+            if recorded
+            else None
+            if opts.duration is not None
+            else (opts.requests or DEFAULT_REQUESTS),
             duration=opts.duration,
             warmup=opts.warmup,
             ramp_up=opts.ramp_up,
@@ -226,13 +232,13 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         max_retries=opts.max_retries,
         slow_threshold=opts.slow_threshold,
         format=opts.format,
-        headers=parse_headers(opts.header),
+        headers=sources.parse_headers(opts.header),
         out=opts.out,
         progress=opts.progress,
     )
 
 
-def _workload(opts: argparse.Namespace) -> Workload:
+def _workload(opts: argparse.Namespace, recorded: list[replay.Recorded]) -> Workload:
     if opts.prompt_file:
         prompt = read_prompt(opts.prompt_file)
     elif opts.prompt_tokens:
@@ -250,34 +256,15 @@ def _workload(opts: argparse.Namespace) -> Workload:
         opts.stream_usage,
         api=opts.api,
         prefix=opts.prefix_cache,
-        tools=read_tools(opts.tools) if opts.tools else (),
-        conversations=_dataset(opts) or _synthetic(opts),
+        tools=sources.read_tools(opts.tools) if opts.tools else (),
+        conversations=sources.recorded_conversations(recorded, prompt, opts.seed)
+        or sources.dataset_conversations(opts)
+        or sources.synthetic_conversations(opts),
         turns=opts.turns,
         output_tokens=output,
-        extra_body=IGNORE_EOS if output and opts.ignore_eos else {},
+        extra_body=IGNORE_EOS if (output or recorded) and opts.ignore_eos else {},
+        replay_offsets=tuple(call.offset for call in recorded),
     )
-
-
-def _synthetic(opts: argparse.Namespace) -> tuple[Conversation, ...]:
-    """Prompts whose lengths follow a ``--prompt-tokens`` distribution (none for one length)."""
-    lengths = opts.prompt_tokens
-    if lengths is None or lengths.fixed is not None:
-        return ()
-    rng = random.Random(opts.seed)
-    count = PROMPT_POOL if opts.duration is not None else min(PROMPT_POOL, opts.requests or DEFAULT_REQUESTS)
-    return tuple(
-        Conversation(({"role": "user", "content": synthetic_prompt(lengths.draw(rng), opts.seed + i)},))
-        for i in range(count)
-    )
-
-
-def _dataset(opts: argparse.Namespace) -> tuple[Conversation, ...]:
-    if not opts.dataset:
-        if opts.dataset_sample is not None:
-            raise UsageError("--dataset-sample needs --dataset")
-        return ()
-    limit = None if opts.duration is not None else (opts.requests or DEFAULT_REQUESTS) + opts.warmup
-    return dataset.load(opts.dataset, opts.dataset_sample, opts.seed, limit)
 
 
 def _levels(opts: argparse.Namespace) -> list[Load]:
@@ -333,13 +320,6 @@ def parse_slo(text: str) -> Slo:
     return Slo(bounds)
 
 
-def synthetic_prompt(tokens: int, seed: int) -> str:
-    """About ``tokens`` tokens of plain words (no tokenizer download): a reproducible word salad."""
-    rng = random.Random(seed)
-    words = max(1, round(tokens / TOKENS_PER_WORD))
-    return " ".join(rng.choice(_WORDS) for _ in range(words))
-
-
 def read_prompt(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -351,31 +331,3 @@ def read_prompt(path: str) -> str:
     if not text.strip():
         raise UsageError(f"--prompt-file: {path} is empty")
     return text
-
-
-def parse_headers(values: list[str] | None) -> dict[str, str]:
-    """``--header K=V`` values -> a header dict (names as given)."""
-    headers: dict[str, str] = {}
-    for value in values or []:
-        name, sep, text = value.partition("=")
-        name = name.strip()
-        if not sep or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-            raise UsageError(f"--header: expected NAME=VALUE with an HTTP header name, got {name or value!r}")
-        headers[name] = text.strip()
-    return headers
-
-
-def read_tools(path: str) -> tuple[dict[str, Any], ...]:
-    """``--tools FILE``: a JSON list of tool definitions (or ``{"tools": [...]}``)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as exc:
-        raise UsageError(f"--tools: cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise UsageError(f"--tools: {path} is not JSON: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list) or not data or not all(isinstance(t, dict) and t.get("type") for t in data):
-        raise UsageError(f"--tools: {path}: expected a non-empty JSON list of tool objects with a type")
-    return tuple(data)

@@ -55,6 +55,8 @@ class Workload:
     conversations: tuple[Conversation, ...] = ()
     #: ``--turns``: requests per conversation.
     turns: int = 1
+    #: ``--replay``: each recorded call's seconds after the first (its conversation is the same item).
+    replay_offsets: tuple[float, ...] = ()
     #: ``--output-tokens``: each request's max_tokens drawn from it (None: ``max_tokens``).
     output_tokens: Lengths | None = None
     #: Fields every request's body gets besides the API's (``extra_body``: the ignore-EOS hint). A
@@ -65,7 +67,7 @@ class Workload:
         return self.conversations or (Conversation(({"role": "user", "content": self.prompt},)),)
 
     def create_kwargs(
-        self, model: str, messages: list[Message], max_tokens: int | None = None
+        self, model: str, messages: list[Message], max_tokens: int | None = None, stream: bool | None = None
     ) -> dict[str, Any]:
         """The SDK call's keyword arguments for these messages (``api``'s resource's ``create``)."""
         kwargs: dict[str, Any] = {"model": model}
@@ -85,7 +87,7 @@ class Workload:
             kwargs["tools"] = responses_tools(self.tools) if self.api == "responses" else list(self.tools)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        if self.stream:
+        if self.stream if stream is None else stream:
             kwargs["stream"] = True
             if self.stream_usage and self.api != "responses":  # Responses: usage is in the last event
                 kwargs["stream_options"] = {"include_usage": True}
@@ -99,10 +101,12 @@ class Load:
     concurrency: int
     rate: float | None = None
     poisson: bool = False
+    #: ``--replay``: the recorded arrivals at this speed (``--replay-speed``) instead of a loop.
+    replay_speed: float | None = None
 
     def ramp(self, ramp_up: float | None) -> float:
         """Seconds over which the closed loop starts its workers (``--ramp-up``; open loop: 0)."""
-        if self.rate is not None:
+        if self.rate is not None or self.replay_speed is not None:
             return 0.0
         if ramp_up is not None:
             return ramp_up
@@ -110,6 +114,8 @@ class Load:
 
     @property
     def label(self) -> str:
+        if self.replay_speed is not None:
+            return f"replay x{self.replay_speed:g}"
         if self.rate is None:
             return f"c={self.concurrency}"
         kind = "poisson" if self.poisson else "rate"

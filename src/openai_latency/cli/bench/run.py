@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .api import send
+from .loops import closed_loop, open_loop
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
-from .workload import Message, RequestSource, next_turn
+from .replay import replay_loop
+from .workload import Conversation, Message, RequestSource, next_turn
 
 
 @dataclass
@@ -79,7 +81,6 @@ async def watch_loop_lag(state: RunState) -> None:
         state.loop_lag.append(max(0.0, time.perf_counter() - start - LAG_INTERVAL))
 
 
-Send = Callable[[int], Awaitable[None]]
 #: The service name of bench's spans.
 SERVICE = "openai-latency-bench"
 TICK_S = 0.25
@@ -195,7 +196,7 @@ class Runner:
         target = self.targets[index]
         conversation, turns = self._sources[index].next()
         if turns[0].priming:
-            await self._tagged(index, "warmup", True, turns.pop(0).messages)
+            await self._tagged(index, "warmup", True, turns.pop(0).messages, conversation)
         first = turns[0]
         messages, expected = first.messages, first.expected_hit
         rounds = self.workload.turns
@@ -205,13 +206,15 @@ class Runner:
                 counts = self.state.cache_expected.setdefault((target.name, label), [0, 0])
                 counts[0] += expected
                 counts[1] += 1
-            answer = await self._tagged(index, label, warmup, messages)
+            answer = await self._tagged(index, label, warmup, messages, conversation)
             if answer is None or turn == rounds:
                 return
             messages = next_turn(conversation, messages, answer, turn + 1)
             expected = True  # the previous turn's prompt is this one's prefix
 
-    async def _tagged(self, index: int, load: str, warmup: bool, messages: list[Message]) -> str | None:
+    async def _tagged(
+        self, index: int, load: str, warmup: bool, messages: list[Message], conversation: Conversation
+    ) -> str | None:
         """One call with its spans tagged; the answer's text (conversations only), None when it failed."""
         key = (index, load, warmup)
         attributes = self._attributes.get(key)
@@ -220,7 +223,7 @@ class Runner:
         tag = Tag(self.targets[index].name, load, warmup, attributes)
         token = TAG.set(tag)
         try:
-            return await self._call(index, tag, messages)
+            return await self._call(index, tag, messages, conversation)
         except asyncio.CancelledError:
             raise
         except Exception:  # the SDK's own exception: the span has it (error.type, category)
@@ -228,13 +231,13 @@ class Runner:
         finally:
             TAG.reset(token)
 
-    async def _call(self, index: int, tag: Tag, messages: list[Message]) -> str:
+    async def _call(self, index: int, tag: Tag, messages: list[Message], conversation: Conversation) -> str:
         """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up).
         Returns the answer's text when the workload is a conversation (else "")."""
         workload = self.workload
         lengths = workload.output_tokens
-        asked = None if lengths is None else lengths.draw(self._lengths)
-        kwargs = workload.create_kwargs(self.targets[index].model, messages, asked)
+        asked = conversation.max_tokens if lengths is None else lengths.draw(self._lengths)
+        kwargs = workload.create_kwargs(self.targets[index].model, messages, asked, conversation.stream)
         gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
         text, tokens = await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
         if asked is not None and not tag.warmup:
@@ -242,6 +245,16 @@ class Runner:
             counts[0] += tokens is not None and tokens < asked
             counts[1] += tokens is not None
         return text
+
+    async def replay(self, load: Load) -> None:
+        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target."""
+        assert load.replay_speed is not None
+
+        def send(i: int) -> Awaitable[None]:
+            return self.request(i, load.label)
+
+        offsets = self.workload.replay_offsets
+        self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
@@ -309,91 +322,3 @@ def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
     if requests is None:
         return itertools.cycle(indices)
     return iter([index for _ in range(requests) for index in indices])
-
-
-async def closed_loop(
-    order: Iterator[int],
-    concurrency: int,
-    send: Send,
-    deadline: float | None,
-    first: float = 0.0,
-    every: float = 0.0,
-    origin: float | None = None,
-) -> None:
-    """``concurrency`` workers on one shared schedule; worker k starts ``first + k * every`` s after
-    ``origin`` (``time.monotonic()``; default now)."""
-    origin = time.monotonic() if origin is None else origin
-
-    async def worker(number: int) -> None:
-        wait = origin + first + number * every - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        for index in order:  # one shared iterator: each request is taken exactly once
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            await send(index)
-
-    await _gather([worker(number) for number in range(concurrency)])
-
-
-async def open_loop(
-    order: Iterator[int],
-    rate: float,
-    poisson: bool,
-    rng: random.Random,
-    cap: int,
-    send: Send,
-    deadline: float | None,
-    offset: float = 0.0,
-    origin: float | None = None,
-) -> int:
-    """Arrivals at ``rate`` per second, the first ``offset`` s after ``origin`` (``time.monotonic()``;
-    default now); returns how many found all ``cap`` slots busy (late)."""
-    slots = asyncio.Semaphore(cap)
-    tasks: set[asyncio.Task[None]] = set()
-    late = 0
-    start = time.monotonic() if origin is None else origin
-    due = offset
-    try:
-        for number, index in enumerate(order):
-            if number:
-                due += rng.expovariate(rate) if poisson else 1.0 / rate
-            wait = start + due - time.monotonic()
-            if deadline is not None and start + due >= deadline:
-                break
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if slots.locked():
-                late += 1
-            await slots.acquire()
-            task = asyncio.ensure_future(send(index))
-            tasks.add(task)
-            task.add_done_callback(_finisher(tasks, slots))
-        if tasks:
-            await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-    return late
-
-
-def _finisher(
-    tasks: set[asyncio.Task[None]], slots: asyncio.Semaphore
-) -> Callable[[asyncio.Task[None]], None]:
-    def done(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
-        slots.release()
-
-    return done
-
-
-async def _gather(coroutines: list[Awaitable[None]]) -> None:
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

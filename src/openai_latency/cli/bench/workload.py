@@ -65,6 +65,9 @@ class Conversation:
 
     messages: tuple[Message, ...]
     follow_ups: tuple[str, ...] = ()
+    #: A replayed call's output tokens and stream flag (None: the workload's).
+    max_tokens: int | None = None
+    stream: bool | None = None
 
 
 def header(rng: random.Random) -> str:
