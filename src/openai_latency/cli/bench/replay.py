@@ -89,16 +89,16 @@ def conversations(
 
 
 async def replay_loop(
-    offsets: Sequence[float], targets: int, speed: float, send: Callable[[int], Awaitable[None]]
+    offsets: Sequence[float], targets: int, speed: float, send: Callable[[int, int], Awaitable[None]]
 ) -> int:
-    """Every recorded arrival, ``offset / speed`` seconds from now, to each target (one task per
-    request, nothing capped: the recorded load, whatever the server does with it). Returns the
-    arrivals the client sent more than 10 ms late."""
+    """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds from now, to each
+    target (one task per request, nothing capped: the recorded load, whatever the server does with
+    it). Returns the arrivals the client sent more than 10 ms late."""
     tasks: set[asyncio.Task[None]] = set()
     start = time.monotonic()
     late = 0
     try:
-        for offset in offsets:
+        for item, offset in enumerate(offsets):
             due = start + offset / speed
             wait = due - time.monotonic()
             if wait > 0:
@@ -106,7 +106,7 @@ async def replay_loop(
             elif wait < -0.010:
                 late += 1
             for index in range(targets):
-                task = asyncio.ensure_future(send(index))
+                task = asyncio.ensure_future(send(index, item))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         if tasks:

@@ -190,11 +190,11 @@ class Runner:
         self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
         self._lengths = random.Random(seed)  # --output-tokens draws
 
-    async def request(self, index: int, load: str, warmup: bool = False) -> None:
+    async def request(self, index: int, load: str, warmup: bool = False, item: int | None = None) -> None:
         """One request slot: a conversation (one call per turn; a priming call first in warm mode).
         A call's failure is the endpoint's answer, recorded in its span; it ends the conversation."""
         target = self.targets[index]
-        conversation, turns = self._sources[index].next()
+        conversation, turns = self._sources[index].next(item)
         if turns[0].priming:
             await self._tagged(index, "warmup", True, turns.pop(0).messages, conversation)
         first = turns[0]
@@ -250,9 +250,16 @@ class Runner:
         """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target."""
         assert load.replay_speed is not None
 
-        def send(i: int) -> Awaitable[None]:
-            return self.request(i, load.label)
+        def send(i: int, item: int) -> Awaitable[None]:
+            return self.request(i, load.label, item=item)
 
+        # First, per target, one call of each kind the recording has (stream or not), not measured:
+        # a recorded arrival must not pay for a connection or the SDK's first call of its kind
+        # (its lazy imports and response models: tens of ms, measured).
+        items = self.workload.items()
+        firsts = {bool(c.stream): number for number, c in reversed(list(enumerate(items)))}
+        for item in sorted(firsts.values()):
+            await asyncio.gather(*(self.request(i, "warmup", True, item) for i in range(len(self.targets))))
         offsets = self.workload.replay_offsets
         self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 

@@ -108,8 +108,9 @@ class RequestSource:
         self._number = 0
         self._shared: tuple[int, str] | None = None  # shared: (item, header) of the current group
 
-    def next(self) -> tuple[Conversation, list[Turn]]:
-        """The next conversation and its first turn (a priming turn before it in warm mode)."""
+    def next(self, item: int | None = None) -> tuple[Conversation, list[Turn]]:
+        """The next conversation (or conversation ``item``: a replayed call) and its first turn (a
+        priming turn before it in warm mode)."""
         number, policy = self._number, self._policy
         self._number += 1
         expected = policy.expected_hit(number)
@@ -117,9 +118,10 @@ class RequestSource:
         if policy.mode == "shared":
             if number % policy.share == 0 or self._shared is None:
                 self._shared = (number // policy.share % len(self._conversations), header(self._rng))
-            item, line = self._shared
+            chosen, line = self._shared
+            item = chosen if item is None else item
         else:
-            item = number % len(self._conversations)
+            item = number % len(self._conversations) if item is None else item
             if policy.mode == "warm":
                 line = self._warm.get(item) or ""
                 if not line:
