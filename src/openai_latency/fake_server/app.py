@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, Final
 
 from . import payloads, respond, stream_engine
+from .capacity import Capacity
 from .endpoints import ENDPOINTS, Call, route
 from .exchange import Request, ResponseWriter, ServerConnection
 from .payloads import JSON
@@ -61,6 +62,7 @@ class FakeApp:
         self._request_numbers = itertools.count(1)  # for ``every``
         self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
         self._prefixes = PrefixCache()  # for ``prompt-cache``
+        self._capacity = Capacity()  # for ``capacity``
         self.canned: collections.deque[payloads.Canned] = collections.deque()
         """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
         self._debug_routes: dict[tuple[str, str], Callable[[str, float], Awaitable[DebugResult]]] = {
@@ -127,6 +129,17 @@ class FakeApp:
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
             return await respond.send_json(conn, record, Script(), 400, spec.body(""))
+        if not script.capacity:
+            return await self._scripted(conn, req, record, script)
+        await self._capacity.enter(script.capacity)
+        try:
+            return await self._scripted(conn, req, record, script)
+        finally:
+            self._capacity.leave()
+
+    async def _scripted(
+        self, conn: ResponseWriter, req: Request, record: RequestRecord, script: Script
+    ) -> Outcome:
 
         target = route(req.method, req.path)
         body = record.body if isinstance(record.body, dict) else {}

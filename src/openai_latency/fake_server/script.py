@@ -67,6 +67,8 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``reasoning_summary_text.delta`` events at pace D; chat: as ``hidden``).
                             Responses stream the first two as ``response.reasoning_text.delta`` in
                             a ``reasoning`` output item; completions always hide the reasoning
+``capacity``                K: at most K requests answered at once, the others queued in arrival
+                            order before their ``delay-ms`` (a full batch; 0 = no limit, default)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
@@ -172,6 +174,7 @@ class Script:
     reasoning_delay: float = 0.0
     reasoning_mode: ReasoningMode = "reasoning_content"
     write_batch: int = 1
+    capacity: int = 0
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -286,6 +289,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "reasoning-delay-ms": ("reasoning_delay", _ms),
     "reasoning-mode": ("reasoning_mode", lambda k, v: _choice(k, v, REASONING_MODES)),
     "write-batch": ("write_batch", _positive),
+    "capacity": ("capacity", _count),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.
