@@ -323,3 +323,26 @@ def test_replay_reproduces_arrival_times_and_token_counts(tmp_path: Path) -> Non
         # the output token counts exactly (the fake honours ignore_eos with max_tokens, as vLLM does)
         assert entry["output_tokens"] == sum(out for _, _, out, _ in RECORDED)
         assert entry["output_length_short"] == 0
+
+
+def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:
+    """The fake answers 4 requests at a time and queues the rest: throughput stops growing at c=4."""
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"capacity": 4, "delay-ms": 50, "chunks": 3})
+        result = run_cli(
+            ["bench", "--model", "m", "--target", f"a={server.base_url}", "-n", "16", "--sweep", "2",
+             "--format", "json"]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        sweep = result.json()["sweep"]
+        search = [entry["load"] for entry in sweep["search"]]
+        assert search[:3] == ["c=1", "c=2", "c=4"] and len(search) <= 5  # stops once it stops growing
+        assert sweep["knee"] in ("c=2", "c=4", "c=8")  # c=4, within one level
+        # the server never answered more than 4 at once, and the rate levels end at the highest rate
+        rates = sweep["rates"]
+        assert len(rates) == 2 and rates[-1].startswith(f"rate={sweep['max_requests_per_s']:.3f}"[:9])
+        table = run_cli(
+            ["bench", "--model", "m", "--target", f"a={server.base_url}", "-n", "8", "--sweep", "1"]
+        )
+        assert table.code == 0, table.err
+        assert "<- knee" in table.out and "knee: c=" in table.out

@@ -27,10 +27,11 @@ from ..spans.write import WriteError, from_readable, write_otlp_json
 from . import cache
 from .options import build_parser, options_from
 from .output import print_tables, render_csv, result_json
-from .plan import Plan, Target
+from .plan import Load, Plan, Target
 from .record import Recorder
 from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 from .stats import target_stats
+from .sweep import Sweep, run_sweep
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -68,7 +69,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     schedule = options.schedule
     state = RunState(
         planned={
-            t.name: (schedule.requests or 0) * len(schedule.levels) * options.workload.turns for t in targets
+            t.name: 0
+            if schedule.sweep
+            else (schedule.requests or 0) * len(schedule.levels) * options.workload.turns
+            for t in targets
         },
         chunk_gaps={},
     )
@@ -101,6 +105,17 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             first = schedule.levels[0]
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
+        if schedule.sweep is not None:
+            state.sweep = Sweep(schedule.sweep)
+
+            async def level(load: Load) -> None:
+                ramp = load.ramp(schedule.ramp_up)
+                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+
+            in_flight = lambda: state.in_flight  # noqa: E731
+            stop = schedule.stop_over_saturated
+            await run_sweep(state.sweep, schedule, level, recorder.progress, in_flight, stop)
+            return
         for load in schedule.levels:
             if load.replay_speed is not None:
                 await runner.replay(load)

@@ -155,6 +155,22 @@ def build_parser() -> Parser:
         ),
     )
     load.add_argument(
+        "--sweep",
+        type=arguments.count,
+        nargs="?",
+        const=5,
+        metavar="N",
+        help=(
+            "find the highest throughput (closed loop, concurrency 1, 2, 4, ... until it stops growing),"
+            " then N rates (default 5) from the lowest to it; the knee is marked"
+        ),
+    )
+    load.add_argument(
+        "--stop-over-saturated",
+        action="store_true",
+        help="--sweep: end a rate level once in-flight requests and TTFT grew for 1 s in a row",
+    )
+    load.add_argument(
         "--sequential", action="store_true", help="one target after another instead of interleaved"
     )
     load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
@@ -210,6 +226,10 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
     recorded = sources.replay_calls(opts)
+    if opts.sweep is not None and (opts.concurrency or opts.rate is not None or opts.workers > 1):
+        raise UsageError("--sweep chooses the load itself: leave out -c, --rate and --workers")
+    if opts.stop_over_saturated and opts.sweep is None:
+        raise UsageError("--stop-over-saturated needs --sweep")
     return BenchOptions(
         targets=targets,
         workload=_workload(opts, recorded),
@@ -226,6 +246,8 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
             sequential=opts.sequential,
             seed=opts.seed,
             workers=opts.workers,
+            sweep=opts.sweep,
+            stop_over_saturated=opts.stop_over_saturated,
         ),
         slo=opts.slo or Slo(),
         timeout=opts.timeout,

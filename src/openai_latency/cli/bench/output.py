@@ -20,6 +20,7 @@ from .cache import expectation_note
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import Difference, TargetStats, differs_most
+from .sweep import Sweep
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -292,7 +293,7 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     )
     mode = "stream" if workload.stream else "no stream"
     order = "sequential" if schedule.sequential else "interleaved"
-    levels = ", ".join(load.label for load in loads)
+    levels = "sweep" if state.sweep else ", ".join(load.label for load in loads)
     out.line(
         f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
         f" {mode}, max_tokens {workload.max_tokens}, {order}"
@@ -307,8 +308,9 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         return
     for line, style in _client_lines(stats, state):
         out.line(line, style)
-    for load, level in _by_load(stats).items():
-        if len(loads) > 1:
+    by_load = _by_load(stats)
+    for load, level in by_load.items():
+        if len(by_load) > 1:
             out.line(f"\n== {load}", style="bold")
         out.line()
         markdown = options.format == "markdown"
@@ -316,6 +318,39 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         for line in text.split("\n"):
             style = "bold" if line.startswith("The phase that differs most") else None
             out.line(line, style)
+
+    if state.sweep is not None:
+        out.line()
+        for line in sweep_lines(state.sweep, stats, options.format == "markdown"):
+            out.line(line, "bold" if line.startswith("knee") else None)
+
+
+def sweep_lines(sweep: Sweep, stats: list[TargetStats], markdown: bool) -> list[str]:
+    """Latency and throughput against load, one row per level in the order run, the knee marked."""
+    names = list(dict.fromkeys(s.label for s in stats))
+    found = {(s.group.key.get("load", ""), s.label): s for s in stats}
+    rows: Rows = [["sweep", *(f"{n} req/s | ttft p50 | e2e p50" for n in names), ""]]
+    for load in sweep.levels:
+        cells = []
+        for name in names:
+            s = found.get((load.label, name))
+            if s is None:
+                cells.append("-")
+                continue
+            ttft = format_duration(s.ttft.p50) if s.ttft else "-"
+            cells.append(f"{_rate(s.requests_per_s, '')} | {ttft} | {format_duration(s.e2e.p50)}")
+        mark = "<- knee" if load.label == sweep.knee else ""
+        if load.label in sweep.stopped:
+            mark = "stopped: over-saturated"
+        rows.append([load.label, *cells, mark])
+    lines = (markdown_table if markdown else _plain_table)(rows)
+    if sweep.knee:
+        top = sweep.max_throughput or 0.0
+        lines.append(
+            f"knee: {sweep.knee} (throughput stops growing past it; highest {top:,.1f} requests/s per"
+            " target): more load adds queueing time, not throughput"
+        )
+    return lines
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
@@ -338,7 +373,7 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
             "turns": workload.turns,
             "output_tokens": workload.output_tokens.text if workload.output_tokens else None,
             "tools": len(workload.tools),
-            "loads": [load.label for load in loads],
+            "loads": [load.label for load in (state.sweep.levels if state.sweep else loads)],
             "requests_per_target": schedule.requests,
             "duration_s": schedule.duration,
             "warmup": schedule.warmup,
@@ -354,5 +389,6 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         "client": _client(stats, state),
         "results": [target_json(s, slo) for s in stats],
         "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
+        "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }

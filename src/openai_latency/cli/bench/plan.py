@@ -151,6 +151,9 @@ class Schedule:
     seed: int = 0
     #: Client processes sharing the load (``--workers``).
     workers: int = 1
+    #: ``--sweep N``: the search for the highest throughput, then N rate levels (None: ``levels``).
+    sweep: int | None = None
+    stop_over_saturated: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..spans import names
 from ..spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
 
 ROLLING = 50  # requests in the progress display's rolling p50
+ENDS_KEPT = 65536  # end times kept per target (bounded: a long run keeps the latest)
 
 
 @dataclass(slots=True)
@@ -45,6 +46,11 @@ class TargetProgress:
     done: int = 0
     errors: int = 0
     ttft: deque[float] = field(default_factory=lambda: deque(maxlen=ROLLING))
+    #: Every TTFT so far, summed and counted (``--stop-over-saturated`` compares intervals).
+    ttft_sum: float = 0.0
+    ttft_count: int = 0
+    #: When the latest calls ended (epoch ns): ``--sweep`` measures a level's steady throughput.
+    ends: deque[int] = field(default_factory=lambda: deque(maxlen=ENDS_KEPT))
 
     def rolling_ttft_p50(self) -> float | None:
         ordered = sorted(self.ttft)
@@ -77,11 +83,14 @@ class Recorder(SpanProcessor):
         if isinstance(target, str) and operation:
             progress = self.progress.setdefault(target, TargetProgress())
             progress.done += 1
+            progress.ends.append(span.end_time or 0)
             if names.ERROR_TYPE in attributes:
                 progress.errors += 1
             ttft = attributes.get(names.TIME_TO_FIRST_TOKEN)
             if isinstance(ttft, float):
                 progress.ttft.append(ttft)
+                progress.ttft_sum += ttft
+                progress.ttft_count += 1
 
 
 def _with_attributes(span: ReadableSpan, extra: dict[str, Any]) -> ReadableSpan:

@@ -30,6 +30,7 @@ from .loops import closed_loop, open_loop
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 from .replay import replay_loop
+from .sweep import Sweep
 from .workload import Conversation, Message, RequestSource, next_turn
 
 
@@ -53,6 +54,10 @@ class RunState:
     #: ``--output-tokens``, per (target, load level): [requests with fewer output tokens than asked,
     #: requests whose server reported its output tokens].
     short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: Requests (conversations) in flight now.
+    in_flight: int = 0
+    #: ``--sweep``: what it found (None: no sweep).
+    sweep: Sweep | None = None
 
 
 def progress_lines(
@@ -193,6 +198,13 @@ class Runner:
     async def request(self, index: int, load: str, warmup: bool = False, item: int | None = None) -> None:
         """One request slot: a conversation (one call per turn; a priming call first in warm mode).
         A call's failure is the endpoint's answer, recorded in its span; it ends the conversation."""
+        self.state.in_flight += 1
+        try:
+            await self._conversation(index, load, warmup, item)
+        finally:
+            self.state.in_flight -= 1
+
+    async def _conversation(self, index: int, load: str, warmup: bool, item: int | None) -> None:
         target = self.targets[index]
         conversation, turns = self._sources[index].next(item)
         if turns[0].priming:
