@@ -55,3 +55,22 @@ def test_an_over_saturated_level_is_cancelled() -> None:
 
     assert asyncio.run(_until_saturated(level(), progress, lambda: flight[0])) is True
     assert cancelled == [True]
+
+
+def test_the_sweep_table_says_where_the_client_was_the_bottleneck() -> None:
+    from openai_latency.cli.bench.levels import sweep_lines
+    from openai_latency.cli.bench.plan import Load
+    from openai_latency.cli.bench.run import RunState
+    from openai_latency.cli.bench.sweep import Sweep
+
+    state = RunState(planned={}, chunk_gaps={})
+    found = Sweep(1, knee="c=2", max_throughput=10.0, levels=[Load(1), Load(2), Load(1000, 9.0)])
+    for label, lag in (("c=1", 0.001), ("c=2", 0.002), ("rate=9/s c<=1000", 0.030)):
+        state.level_cpu[label] = 0.5
+        state.level_lag[label] = [lag] * 20
+    lines = sweep_lines(found, [], state, markdown=False)
+    (knee,) = [line for line in lines if line.startswith("c=2")]
+    assert knee.rstrip().endswith("<- knee")
+    (busy,) = [line for line in lines if line.startswith("rate=9/s")]
+    assert "30.0 ms !" in busy
+    assert lines[-1].startswith("the client, not the server, was the bottleneck at rate=9/s c<=1000")

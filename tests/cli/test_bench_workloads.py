@@ -339,6 +339,9 @@ def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:
         assert search[:3] == ["c=1", "c=2", "c=4"] and len(search) <= 5  # stops once it stops growing
         assert sweep["knee"] in ("c=2", "c=4", "c=8")  # c=4, within one level
         # the server never answered more than 4 at once, and the rate levels end at the highest rate
+        # the client's own cost per level, each level of the search and of the rates
+        levels = result.json()["client"]["levels"]
+        assert set(levels) == {*search, *sweep["rates"]} and all(v["cpu_s"] > 0 for v in levels.values())
         rates = sweep["rates"]
         assert len(rates) == 2 and rates[-1].startswith(f"rate={sweep['max_requests_per_s']:.3f}"[:9])
         table = run_cli(

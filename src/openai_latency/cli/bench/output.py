@@ -17,10 +17,10 @@ from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
 from .cache import as_dict as cache_dict
 from .cache import expectation_note
+from .levels import level_client, level_client_lines, sweep_lines
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import Difference, TargetStats, differs_most
-from .sweep import Sweep
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -312,6 +312,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     for load, level in by_load.items():
         if len(by_load) > 1:
             out.line(f"\n== {load}", style="bold")
+            for line, style in level_client_lines(level_client(load, level, state)):
+                out.line(line, style)
         out.line()
         markdown = options.format == "markdown"
         text = render_text(level, slo, differs_most(level), markdown, workload.prefix.label)
@@ -321,36 +323,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
 
     if state.sweep is not None:
         out.line()
-        for line in sweep_lines(state.sweep, stats, options.format == "markdown"):
+        for line in sweep_lines(state.sweep, stats, state, options.format == "markdown"):
             out.line(line, "bold" if line.startswith("knee") else None)
-
-
-def sweep_lines(sweep: Sweep, stats: list[TargetStats], markdown: bool) -> list[str]:
-    """Latency and throughput against load, one row per level in the order run, the knee marked."""
-    names = list(dict.fromkeys(s.label for s in stats))
-    found = {(s.group.key.get("load", ""), s.label): s for s in stats}
-    rows: Rows = [["sweep", *(f"{n} req/s | ttft p50 | e2e p50" for n in names), ""]]
-    for load in sweep.levels:
-        cells = []
-        for name in names:
-            s = found.get((load.label, name))
-            if s is None:
-                cells.append("-")
-                continue
-            ttft = format_duration(s.ttft.p50) if s.ttft else "-"
-            cells.append(f"{_rate(s.requests_per_s, '')} | {ttft} | {format_duration(s.e2e.p50)}")
-        mark = "<- knee" if load.label == sweep.knee else ""
-        if load.label in sweep.stopped:
-            mark = "stopped: over-saturated"
-        rows.append([load.label, *cells, mark])
-    lines = (markdown_table if markdown else _plain_table)(rows)
-    if sweep.knee:
-        top = sweep.max_throughput or 0.0
-        lines.append(
-            f"knee: {sweep.knee} (throughput stops growing past it; highest {top:,.1f} requests/s per"
-            " target): more load adds queueing time, not throughput"
-        )
-    return lines
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
@@ -386,7 +360,10 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
-        "client": _client(stats, state),
+        "client": {
+            **_client(stats, state),
+            "levels": {load: level_client(load, level, state) for load, level in _by_load(stats).items()},
+        },
         "results": [target_json(s, slo) for s in stats],
         "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
         "sweep": state.sweep.as_dict() if state.sweep else None,

@@ -56,6 +56,10 @@ class RunState:
     short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     #: Requests (conversations) in flight now.
     in_flight: int = 0
+    #: The load level running now, and per level the client's CPU time and event-loop lag samples.
+    level: str = ""
+    level_cpu: dict[str, float] = field(default_factory=dict)
+    level_lag: dict[str, list[float]] = field(default_factory=dict)
     #: ``--sweep``: what it found (None: no sweep).
     sweep: Sweep | None = None
 
@@ -83,7 +87,10 @@ async def watch_loop_lag(state: RunState) -> None:
     while True:
         start = time.perf_counter()
         await asyncio.sleep(LAG_INTERVAL)
-        state.loop_lag.append(max(0.0, time.perf_counter() - start - LAG_INTERVAL))
+        lag = max(0.0, time.perf_counter() - start - LAG_INTERVAL)
+        state.loop_lag.append(lag)
+        if state.level:
+            state.level_lag.setdefault(state.level, []).append(lag)
 
 
 #: The service name of bench's spans.
@@ -273,7 +280,8 @@ class Runner:
         for item in sorted(firsts.values()):
             await asyncio.gather(*(self.request(i, "warmup", True, item) for i in range(len(self.targets))))
         offsets = self.workload.replay_offsets
-        self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
+        with self.level(load.label):
+            self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
@@ -286,8 +294,21 @@ class Runner:
     async def run(
         self, load: Load, requests: int | None, seconds: float | None, sequential: bool, ramp: float = 0.0
     ) -> None:
-        for indices in groups(len(self.targets), sequential):
-            await self.run_group(indices, load, requests, seconds, ramp)
+        with self.level(load.label):
+            for indices in groups(len(self.targets), sequential):
+                await self.run_group(indices, load, requests, seconds, ramp)
+
+    @contextlib.contextmanager
+    def level(self, label: str) -> Iterator[None]:
+        """The client's own cost while one load level runs: CPU time and event-loop lag, per level."""
+        state = self.state
+        state.level = label
+        cpu = time.process_time()
+        try:
+            yield
+        finally:
+            state.level_cpu[label] = state.level_cpu.get(label, 0.0) + time.process_time() - cpu
+            state.level = ""
 
     async def run_group(
         self,
