@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import statistics
 from contextlib import ExitStack
 from pathlib import Path
@@ -349,3 +350,45 @@ def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:
         )
         assert table.code == 0, table.err
         assert "<- knee" in table.out and "knee: c=" in table.out
+
+
+SPILLING = """
+import sys
+from openai_latency.cli.bench import record
+from openai_latency.cli import main
+record.SPILL_SPANS = 30
+held = []
+spill = record.Recorder.spill
+def watched(self):
+    held.append(len(self.spans))
+    spill(self)
+record.Recorder.spill = watched
+code = main(sys.argv[1:])
+print("held:", ",".join(map(str, held)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_long_run_spills_its_spans_between_levels_and_loses_none(tmp_path: Path) -> None:
+    """Spans beyond a bound are written out between load levels (bounded lowered to 30 here)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "spans.jsonl"
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"ttft-ms": 2, "chunks": 2})
+        done = subprocess.run(
+            [sys.executable, "-c", SPILLING, "bench", "--target", f"a={server.base_url}", "--model", "m",
+             "-n", "8", "-c", "1,2,4", "--format", "json", "--out", str(out)],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": "sk-x"},
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        held = [int(n) for n in done.stderr.rsplit("held: ", 1)[1].split(",")]
+        # each level's spans cross the bound: written after each level; then the rest (none) at the end
+        per_level = held[0]
+        assert held == [per_level] * 3 + [0] and per_level > 30
+        results = json.loads(done.stdout)["results"]
+        assert [r["requests"] for r in results] == [8, 8, 8]  # every call, read back from the file
+        lines = out.read_text().splitlines()
+        assert sum(line.count('"chat m"') for line in lines) == 24

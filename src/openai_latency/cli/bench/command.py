@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import sys
@@ -84,8 +85,18 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             if options.out:
                 _concatenate(parts, options.out)
             return _finish(plan, read_spans(parts, ReadStats()) if parts else iter(()), state, out, err)
-    with instrumented() as recorder:
-        _run(plan, state, recorder, err)
+    with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+        spill = os.path.join(folder, "spans.jsonl")
+        with instrumented(spill) as recorder:
+            _run(plan, state, recorder, err)
+        if recorder.spilled:  # a long run: its spans are in the spill file, the last level's too
+            try:
+                recorder.spill()
+            except WriteError as exc:
+                raise UsageError(f"cannot write spans to {folder}: {exc}") from None
+            if options.out:
+                _concatenate([spill], options.out)
+            return _finish(plan, read_spans([spill], ReadStats()), state, out, err)
     if options.out:
         try:
             write_otlp_json(options.out, recorder.spans)
@@ -111,6 +122,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             async def level(load: Load) -> None:
                 ramp = load.ramp(schedule.ramp_up)
                 await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+                recorder.between_levels()
 
             in_flight = lambda: state.in_flight  # noqa: E731
             stop = schedule.stop_over_saturated
@@ -122,6 +134,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
                 continue
             ramp = load.ramp(schedule.ramp_up)
             await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+            recorder.between_levels()
 
     def lines() -> list[str]:
         return progress_lines(plan.targets, recorder.progress, state)

@@ -23,6 +23,8 @@ from ..spans import names
 from ..spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
 
 ROLLING = 50  # requests in the progress display's rolling p50
+#: Spans held before :meth:`Recorder.between_levels` writes them out (~2 KB each).
+SPILL_SPANS = 20_000
 ENDS_KEPT = 65536  # end times kept per target (bounded: a long run keeps the latest)
 
 
@@ -58,11 +60,31 @@ class TargetProgress:
 
 
 class Recorder(SpanProcessor):
-    """Tags every span started inside a bench request and keeps the finished ones (warm-up dropped)."""
+    """Tags every span started inside a bench request and keeps the finished ones (warm-up dropped).
 
-    def __init__(self) -> None:
+    A long run (a sweep of many levels) does not keep them all: between two load levels, when more
+    than :data:`SPILL_SPANS` are held, :meth:`spill` appends them to ``spill_path`` (OTLP JSON lines,
+    what ``--out`` and ``--workers`` write) and lets them go; the results are then read back from
+    that file. Never during a level: writing pauses the event loop that times the requests."""
+
+    def __init__(self, spill_path: str | None = None) -> None:
         self.spans: list[ReadableSpan] = []
         self.progress: dict[str, TargetProgress] = {}
+        self.spill_path = spill_path
+        self.spilled = 0
+
+    def between_levels(self) -> None:
+        """Spill the spans held when there are many (called with no request in flight)."""
+        if self.spill_path is not None and len(self.spans) > SPILL_SPANS:
+            self.spill()
+
+    def spill(self) -> None:
+        from ..spans.write import write_otlp_json
+
+        assert self.spill_path is not None
+        write_otlp_json(self.spill_path, self.spans)
+        self.spilled += len(self.spans)
+        self.spans = []
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         tag = TAG.get()

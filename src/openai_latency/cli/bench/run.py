@@ -99,15 +99,16 @@ TICK_S = 0.25
 
 
 @contextlib.contextmanager
-def instrumented() -> Iterator[Recorder]:
-    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics)."""
+def instrumented(spill_path: str | None = None) -> Iterator[Recorder]:
+    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics); a long run's
+    spans spilled to ``spill_path`` between levels."""
     from opentelemetry.metrics import NoOpMeterProvider
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
     from ... import OpenAILatencyInstrumentor
 
-    recorder = Recorder()
+    recorder = Recorder(spill_path)
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
     provider.add_span_processor(recorder)
     instrumentor = OpenAILatencyInstrumentor()
