@@ -119,7 +119,7 @@ def test_responses_and_completions_apis_tools_and_headers_reach_the_server(tmp_p
         base = ["--target", f"a={server.base_url}", "-n", "2", "--prompt", "say it"]
         responses = _bench(*base, "--api", "responses", "--tools", str(tools), "--header", "X-Team=latency")
         completions = _bench(*base, "--api", "completions", "--no-stream")
-        chat = _bench(*base, "--tools", str(tools))
+        chat = _bench(*base, "--tools", str(tools), "--header", "x-fake-tool-call=1")  # answers with a call
         records = server.records(wait=5.0)
         by_path: dict[str, list[RequestRecord]] = {}
         for record in records:
@@ -138,6 +138,8 @@ def test_responses_and_completions_apis_tools_and_headers_reach_the_server(tmp_p
             (entry,) = report["results"]
             assert entry["requests"] == 2 and entry["errors"] == 0 and entry["output_tokens"] == 6
         assert responses["results"][0]["ttft"]["n"] == 2  # streamed Responses events: TTFT measured
+        # the answer was a tool call: its first arguments delta is the first token
+        assert chat["results"][0]["ttft"]["n"] == 2 and chat["results"][0]["chunk_gaps"]["n"] == 4
 
 
 @pytest.mark.parametrize(
