@@ -15,6 +15,9 @@ from ..render.triage import triage_lines
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from .cache import as_dict as cache_dict
+from .cache import expectation_note
+from .levels import level_client, level_client_lines, sweep_lines
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import Difference, TargetStats, differs_most
@@ -39,9 +42,15 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
         add("ttft_answer (first answer token)", [triple(s.ttft_answer) for s in stats])
         add("reasoning (thinking time)", [triple(s.reasoning) for s in stats])
     add("ttfc (first chunk)", [triple(s.ttfc) for s in stats])
+    if any(s.cache and s.cache.reported for s in stats):
+        add("prompt cache hits (server)", [_hits(s) for s in stats])
     if any(s.cache_hit_ttft for s in stats):
         add("ttft, prompt cache hit", [triple(s.cache_hit_ttft) for s in stats])
         add("ttft, prompt cache miss", [triple(s.cache_miss_ttft) for s in stats])
+        for name in ("http.server_wait", "first_token"):
+            cells = [_hit_miss(s, name) for s in stats]
+            if any(cell != "-" for cell in cells):
+                add(f"{name} p50, hit / miss", cells)
     add("e2e (whole call)", [triple(s.e2e) for s in stats])
     add("tpot (first token excluded)", [triple(s.tpot) for s in stats])
     add("chunk gaps (client)", [triple(s.chunk_gaps) for s in stats])
@@ -56,6 +65,20 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     for row in rows[1:]:
         row[1:] = [cell.strip() for cell in row[1:]]
     return rows
+
+
+def _hits(s: TargetStats) -> str:
+    if s.cache is None or not s.cache.reported:
+        return "not reported"
+    text = f"{s.cache.hits}/{s.cache.reported}"
+    return text + (f" (planned {s.cache_expected[0]}/{s.cache_expected[1]})" if s.cache_expected else "")
+
+
+def _hit_miss(s: TargetStats, name: str) -> str:
+    hit, miss = s.cache.phases.get(name, (None, None)) if s.cache else (None, None)
+    if hit is None and miss is None:
+        return "-"
+    return " / ".join("-" if v is None else format_duration(v) for v in (hit, miss))
 
 
 def _goodput(s: TargetStats) -> str:
@@ -95,10 +118,33 @@ def _plain_table(rows: Rows) -> list[str]:
     return table(rows, indent="")
 
 
-def notes(stats: Sequence[TargetStats], difference: Difference | None) -> list[str]:
+PREFILL_NOTE = (
+    "Prompt cache: a hit skips the prefill of its cached tokens; the saving shows in http.server_wait"
+    " when the server prefills before it sends the response headers, in first_token when it sends them"
+    " at once."
+)
+
+
+def notes(
+    stats: Sequence[TargetStats], difference: Difference | None, prefix_label: str = "cold"
+) -> list[str]:
     lines = []
     if difference is not None:
         lines.append(_sentence(difference))
+    if any(s.cache_hit_ttft for s in stats):
+        lines.append(PREFILL_NOTE)
+    for s in stats:
+        if s.cache is not None:
+            note = expectation_note(s.label, s.cache, s.cache_expected, prefix_label)
+            if note:
+                lines.append(note)
+    for s in stats:
+        if s.short_outputs and s.short_outputs[0]:
+            short, of = s.short_outputs
+            lines.append(
+                f"{s.label}: {short} of {of} requests got fewer output tokens than --output-tokens asked:"
+                " the server stopped at its end-of-sequence token (no ignore_eos support?)"
+            )
     for s in stats:
         if s.estimated_tokens:
             lines.append(
@@ -132,11 +178,15 @@ def _ms(seconds: float) -> str:
 
 
 def render_text(
-    stats: Sequence[TargetStats], slo: Slo, difference: Difference | None, markdown: bool = False
+    stats: Sequence[TargetStats],
+    slo: Slo,
+    difference: Difference | None,
+    markdown: bool = False,
+    prefix_label: str = "cold",
 ) -> str:
     table = markdown_table if markdown else _plain_table
     lines = [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
-    lines += notes(stats, difference)
+    lines += notes(stats, difference, prefix_label)
     for s in stats:
         calls = s.requests
         lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
@@ -198,6 +248,8 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "ttft_unknown_requests": s.ttft_unknown,
         "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
+        "prompt_cache": cache_dict(s.cache, s.cache_expected) if s.cache else None,
+        "output_length_short": None if s.short_outputs is None else s.short_outputs[0],
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
@@ -253,7 +305,7 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     )
     mode = "stream" if workload.stream else "no stream"
     order = "sequential" if schedule.sequential else "interleaved"
-    levels = ", ".join(load.label for load in loads)
+    levels = "sweep" if state.sweep else ", ".join(load.label for load in loads)
     out.line(
         f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
         f" {mode}, max_tokens {workload.max_tokens}, {order}"
@@ -268,14 +320,23 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         return
     for line, style in _client_lines(stats, state):
         out.line(line, style)
-    for load, level in _by_load(stats).items():
-        if len(loads) > 1:
+    by_load = _by_load(stats)
+    for load, level in by_load.items():
+        if len(by_load) > 1:
             out.line(f"\n== {load}", style="bold")
+            for line, style in level_client_lines(level_client(load, level, state)):
+                out.line(line, style)
         out.line()
-        text = render_text(level, slo, differs_most(level), markdown=options.format == "markdown")
+        markdown = options.format == "markdown"
+        text = render_text(level, slo, differs_most(level), markdown, workload.prefix.label)
         for line in text.split("\n"):
             style = "bold" if line.startswith("The phase that differs most") else None
             out.line(line, style)
+
+    if state.sweep is not None:
+        out.line()
+        for line in sweep_lines(state.sweep, stats, state, options.format == "markdown"):
+            out.line(line, "bold" if line.startswith("knee") else None)
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
@@ -293,7 +354,12 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
             "stream": workload.stream,
             "max_tokens": workload.max_tokens,
             "prompt_chars": len(workload.prompt),
-            "loads": [load.label for load in loads],
+            "api": workload.api,
+            "prefix_cache": workload.prefix.label,
+            "turns": workload.turns,
+            "output_tokens": workload.output_tokens.text if workload.output_tokens else None,
+            "tools": len(workload.tools),
+            "loads": [load.label for load in (state.sweep.levels if state.sweep else loads)],
             "requests_per_target": schedule.requests,
             "duration_s": schedule.duration,
             "warmup": schedule.warmup,
@@ -306,8 +372,12 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
-        "client": _client(stats, state),
+        "client": {
+            **_client(stats, state),
+            "levels": {load: level_client(load, level, state) for load, level in _by_load(stats).items()},
+        },
         "results": [target_json(s, slo) for s in stats],
         "differs_most": {load: (d.as_dict() if d else None) for load, d in differences.items()},
+        "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }

@@ -34,6 +34,7 @@ from ..spans.calls import Call
 from ..stats.groups import GroupStats, group, summarize
 from ..stats.percentiles import Dist
 from ..stats.triage import Bucket, triage
+from .cache import CacheSplit, split
 from .plan import Slo
 
 
@@ -67,6 +68,12 @@ class TargetStats:
     #: Per phase, the median over all calls (0 for a call without it): what ``differs_most`` compares.
     phase_medians: dict[str, float]
     http_medians: dict[str, float]
+    #: Hits and misses as the server reported them (:mod:`.cache`).
+    cache: CacheSplit | None = None
+    #: (requests whose prefix the server had seen, requests) as the workload planned them.
+    cache_expected: tuple[int, int] | None = None
+    #: ``--output-tokens``: (requests that got fewer output tokens than asked, requests with usage).
+    short_outputs: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -150,6 +157,7 @@ def _stats(
         triage=triage(calls, group.slow.threshold, client_timeout),
         phase_medians=_medians(calls, "phases"),
         http_medians=_medians(calls, "http"),
+        cache=split(calls),
     )
 
 
