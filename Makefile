@@ -1,5 +1,5 @@
 # Two commands on a fresh machine (Python >= 3.10; Go >= 1.24.6 for the stack half of check):
-#   make demo   the embedded demo: two fake endpoints benchmarked side by side (bench, triage, waterfall)
+#   make demo   the embedded demo: three fake endpoints (one a reasoning model) benchmarked side by side (bench, triage, waterfall)
 #   make check  what CI runs (.ci/run): make test, then make stack-test; fails if either failed
 # Its parts:
 #   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the

@@ -37,7 +37,7 @@ class Scenario:
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "fast-stream",
-        22,
+        14,
         "gpt-4o-mini",
         True,
         {"x-fake-ttft-ms": "120", "x-fake-chunks": "30", "x-fake-chunk-delay-ms": "15"},
@@ -66,7 +66,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "reasoning-stream",
-        8,
+        16,
         "deepseek-reasoner",
         True,
         {

@@ -295,10 +295,13 @@ def usage_attributes(usage: object) -> Attributes:
     if output_tokens is not None:
         attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     input_details = f.get("prompt_tokens_details") or f.get("input_tokens_details")
+    cached = None
     if input_details is not None:
         cached = _first_int(fields(input_details), "cached_tokens")
-        if cached is not None:
-            attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+    if cached is None:  # DeepSeek: ``prompt_cache_hit_tokens`` beside the prompt tokens
+        cached = _first_int(f, "prompt_cache_hit_tokens")
+    if cached is not None:
+        attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
     output_details = f.get("completion_tokens_details") or f.get("output_tokens_details")
     if output_details is not None:
         reasoning = _first_int(fields(output_details), "reasoning_tokens")

@@ -9,6 +9,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -42,6 +43,13 @@ STREAM = {"ttft-ms": 20, "chunks": 8, "chunk-delay-ms": 5}
 PROMPT = "Why is the first token slow?"
 
 
+def _header(record: RequestRecord) -> str:
+    """The first line bench puts before every prompt (``--prefix-cache cold``: one per request)."""
+    line = record.body["messages"][0]["content"].split("\n", 1)[0]
+    assert re.fullmatch(r"bench-[0-9a-f]{12}", line), line
+    return line + "\n"
+
+
 def test_closed_loop_keeps_exactly_c_requests_in_flight() -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 60, **STREAM})
@@ -54,7 +62,7 @@ def test_closed_loop_keeps_exactly_c_requests_in_flight() -> None:
         assert len(records) == 16
         assert max_in_flight(records) == 4
         for record in records:  # the workload options, as the server received them
-            assert record.body["messages"] == [{"role": "user", "content": PROMPT}]
+            assert record.body["messages"] == [{"role": "user", "content": _header(record) + PROMPT}]
             assert (record.body["temperature"], record.body["max_tokens"]) == (0.25, 9)
             assert record.body["stream"] is True and record.body["stream_options"] == {"include_usage": True}
         # the first 4 arrive together, and each later one only when one finished
@@ -76,7 +84,7 @@ def test_open_loop_rate_arrives_at_the_server_at_that_rate() -> None:
         assert len(arrivals) == 20
         # --prompt-tokens 130: one synthetic prompt of 100 plain words (~1.3 tokens a word), default
         # max_tokens 64, no temperature unless asked
-        prompts = {r.body["messages"][0]["content"] for r in records}
+        prompts = {r.body["messages"][0]["content"].removeprefix(_header(r)) for r in records}
         (prompt,) = prompts
         words = prompt.split(" ")
         assert len(words) == 100 and all(word.isalpha() and word.islower() for word in words)
@@ -200,7 +208,8 @@ def test_api_key_env_gives_each_target_its_key_and_prompt_file_its_text(tmp_path
     keys = {(s.body["model"], s.authorization) for s in seen}
     assert keys == {("model-a", f"Bearer {default}"), ("model-b", f"Bearer {own}")} and len(seen) == 4
     for request in seen:
-        assert request.body["messages"] == [{"role": "user", "content": "A prompt from a file.\n"}]
+        content = "A prompt from a file.\n"
+        assert request.body["messages"] == [{"role": "user", "content": _header(request) + content}]
         assert "stream" not in request.body
     assert default not in result.out + result.err and own not in result.out + result.err
 
@@ -302,23 +311,26 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
     assert float(values["goodput", "value"]) == pytest.approx(entry["goodput"], abs=5e-7)
     assert float(values["backoff_s", "value"]) == pytest.approx(entry["backoff_s"], abs=5e-7)
     markdown = render_text([stats], slo, None, markdown=True).splitlines()
-    for label, metric in (("ttft (first content token)", "ttft"), ("e2e (whole call)", "e2e")):
+    for label, metric in (("ttft (first token, any channel)", "ttft"), ("e2e (whole call)", "e2e")):
         cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
         assert f"| {label} | {cell} |" in markdown
 
 
 def test_prompt_cache_hits_and_misses_are_split() -> None:
     with ExitStack() as stack:
-        (server,) = servers(stack, {"prompt-cache": 1, "ttft-ms": 120, "cached-ttft-ms": 10, "chunks": 3})
+        (server,) = servers(stack, {"prompt-cache": 1, "ttft-ms": 120, "cached-ttft-ms": 30, "chunks": 3})
         result = run_cli(
-            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "6", "--format", "json"]
-        )
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "6", "--format", "json",
+             "--prefix-cache", "shared:6"]
+        )  # fmt: skip
         assert result.code == 0, result.err
         (entry,) = result.json()["results"]
         assert entry["ttft_cache_miss"]["n"] == 1 and entry["ttft_cache_hit"]["n"] == 5
         assert entry["ttft_cache_hit"]["max"] + 0.08 < entry["ttft_cache_miss"]["p50"]
-        table = run_cli(["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "2"])
-        assert "ttft, prompt cache hit" in table.out  # every prompt is a hit now: the split still shows
+        table = run_cli(
+            ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "2", "--prefix-cache", "warm"]
+        )
+        assert "ttft, prompt cache hit" in table.out  # every request a hit: the split still shows
 
 
 #: target -> (its fake server's script, the one bucket each of its calls lands in)
@@ -582,7 +594,7 @@ def test_markdown_and_csv_and_no_key_anywhere(tmp_path: Path) -> None:
     assert markdown.code == 0 and csv_out.code == 0, markdown.err + csv_out.err
     table = [line for line in markdown.out.splitlines() if line.startswith("|")]
     assert table[0].startswith("| p50 / p95 / p99 | a | b |") and set(table[1]) <= set("|-")
-    assert any(line.startswith("| ttft (first content token) |") for line in table)
+    assert any(line.startswith("| ttft (first token, any channel) |") for line in table)
     rows = csv_out.out.splitlines()
     assert rows[0] == "target,load,metric,statistic,value,unit"
     assert {row.split(",")[0] for row in rows[1:]} == {"a", "b"}

@@ -27,7 +27,7 @@ def _options_without_help(text: str) -> list[str]:
             continue
         same_line = re.match(r"^  -\S+(?: [^ ]+)?(?:, -\S+(?: [^ ]+)?)*\s{2,}\S", line)
         following = lines[index + 1] if index + 1 < len(lines) else ""
-        next_line = re.match(r"^\s{6,}\S", following) and not following.strip().startswith("-")
+        next_line = re.match(r"^\s{20,}\S", following)  # argparse's help column, not the next option
         if not (same_line or next_line):
             missing.append(line.strip())
     return missing

@@ -95,7 +95,7 @@ def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_p
     assert elapsed < 30.0, f"demo took {elapsed:.1f} s"
     print(f"demo: {elapsed:.1f} s")
     text = result.out
-    assert "p50 / p95 / p99" in text and "ttft (first content token)" in text
+    assert "p50 / p95 / p99" in text and "ttft (first token, any channel)" in text
     # the verdict: the slow network's tail, its retries and backoff (not a ratio of medians)
     verdict = [
         line for line in text.splitlines() if line.startswith("slow-network vs slow-first-token, end to end:")
@@ -114,7 +114,7 @@ def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_p
     reread = run_cli(["report", str(out), "--format", "json"])
     assert reread.code == 0, reread.err
     groups = {g["key"]["target"]: g for g in reread.json()["groups"]}
-    assert set(groups) == {"slow-first-token", "slow-network"}
+    assert set(groups) == {"slow-first-token", "slow-network", "reasoning-model"}
     assert all(g["calls"] == 26 for g in groups.values())
     _check_replay_config(text, out)
     # --trees: the same story, then four single calls drawn as span trees

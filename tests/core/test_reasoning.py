@@ -8,6 +8,7 @@ when it is hidden or summarised (120 ms over 4 tokens).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -99,7 +100,21 @@ def _tolerance_ms(phase: Any) -> float:
 def test_reasoning_phases_token_times_and_tpot_against_the_servers_log(
     captured: Captured, timing_server: Any, case: str
 ) -> None:
-    call, mode, visibility, rule = CASES[case]
+    # Boundaries within ±3 ms of the server's log: a machine loaded by other processes can delay a
+    # hand-over past that. A few runs, one must pass; a real bug fails all of them.
+    for attempt in range(3):
+        try:
+            _check_case(captured, timing_server, *CASES[case])
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
+
+
+def _check_case(
+    captured: Captured, timing_server: Any, call: Callable[[openai.OpenAI, str], None], mode: str,
+    visibility: str, rule: str
+) -> None:  # fmt: skip
     client = _client(timing_server)
     _warm(client)
     captured.clear()

@@ -115,3 +115,26 @@ def test_objects_that_are_not_pydantic_models_are_read_with_getattr() -> None:
         "gen_ai.usage.input_tokens": 9,
     }
     assert attributes.response_attributes(None) == {}
+
+
+@pytest.mark.parametrize("build", ["validate", "construct"])
+def test_deepseek_cache_hits_are_cached_input_tokens(build: str) -> None:
+    """DeepSeek reports its prompt cache as ``prompt_cache_hit_tokens`` / ``_miss_tokens`` (extras)."""
+    usage = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+    deepseek = {**CHAT, "usage": {**usage, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 3}}
+    if build == "validate":
+        response = ChatCompletion.model_validate(deepseek)
+    else:
+        response = ChatCompletion.construct(**deepseek)
+    found = attributes.response_attributes(response)
+    assert found["gen_ai.usage.cache_read.input_tokens"] == 6
+    # OpenAI's field wins when both are there; neither: no attribute (a hit cannot be told from a miss)
+    both = {**deepseek, "usage": {**deepseek["usage"], "prompt_tokens_details": {"cached_tokens": 4}}}
+    assert (
+        attributes.response_attributes(ChatCompletion.model_validate(both))[
+            "gen_ai.usage.cache_read.input_tokens"
+        ]
+        == 4
+    )
+    plain = attributes.response_attributes(ChatCompletion.model_validate({**CHAT, "usage": usage}))
+    assert "gen_ai.usage.cache_read.input_tokens" not in plain

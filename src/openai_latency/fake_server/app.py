@@ -21,9 +21,11 @@ from functools import partial
 from typing import Any, Final
 
 from . import payloads, respond, stream_engine
+from .capacity import Capacity
 from .endpoints import ENDPOINTS, Call, route
 from .exchange import Request, ResponseWriter, ServerConnection
 from .payloads import JSON
+from .prefix_cache import PrefixCache
 from .protocol import AlpnSwitch, Connection
 from .records import Outcome, RecordLog, RequestRecord
 from .script import ErrorSpec, Script, ScriptError, error_for_status, normalize_defaults, parse_script
@@ -39,7 +41,7 @@ logger = logging.getLogger("openai_latency.fake_server")
 
 #: Request headers never stored in a record.
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"})
-#: Entries kept by ``every`` (trace ids) and ``prompt-cache`` (prompts), oldest dropped first.
+#: Entries kept by ``every`` (trace ids), oldest dropped first.
 MAX_REMEMBERED: Final = 4096
 _LOG_PREFIX: Final = "/_fake/log/"
 #: A debug endpoint's answer: ``(status, JSON-ready value)``.
@@ -59,7 +61,8 @@ class FakeApp:
         self._connection_ids = itertools.count(1)
         self._request_numbers = itertools.count(1)  # for ``every``
         self._overrides: OrderedDict[str, dict[str, str]] = OrderedDict()  # trace id -> ``every`` overrides
-        self._seen_prompts: OrderedDict[str, None] = OrderedDict()  # for ``prompt-cache``
+        self._prefixes = PrefixCache()  # for ``prompt-cache``
+        self._capacity = Capacity()  # for ``capacity``
         self.canned: collections.deque[payloads.Canned] = collections.deque()
         """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
         self._debug_routes: dict[tuple[str, str], Callable[[str, float], Awaitable[DebugResult]]] = {
@@ -126,6 +129,17 @@ class FakeApp:
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
             return await respond.send_json(conn, record, Script(), 400, spec.body(""))
+        if not script.capacity:
+            return await self._scripted(conn, req, record, script)
+        await self._capacity.enter(script.capacity)
+        try:
+            return await self._scripted(conn, req, record, script)
+        finally:
+            self._capacity.leave()
+
+    async def _scripted(
+        self, conn: ResponseWriter, req: Request, record: RequestRecord, script: Script
+    ) -> Outcome:
 
         target = route(req.method, req.path)
         body = record.body if isinstance(record.body, dict) else {}
@@ -143,10 +157,13 @@ class FakeApp:
         endpoint = ENDPOINTS[name]
         status = script.status or 200
         prompt = endpoint.prompt(body)
-        cache_hit = script.prompt_cache and self._cache_lookup(model, prompt)
-        if cache_hit and script.cached_ttft is not None:
+        cached = self._prefixes.lookup(model, prompt) if script.prompt_cache else 0
+        if cached and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
-        out = payloads.make_output(record.request_id[4:], model, prompt, script, cache_hit)
+        limit = _ignore_eos_limit(body)
+        if limit is not None:  # generate exactly the asked tokens, as vLLM and llama.cpp do
+            script = dataclasses.replace(script, chunks=max(0, limit - script.reasoning_tokens))
+        out = payloads.make_output(record.request_id[4:], model, prompt, script, cached)
         if endpoint.output_id_from_argument and argument:
             out = dataclasses.replace(out, id=argument.removeprefix("resp_"), cached_tokens=0)
         if endpoint.stream is not None and endpoint.streams(body, req.query):
@@ -174,15 +191,6 @@ class FakeApp:
             while len(self._overrides) > MAX_REMEMBERED:
                 self._overrides.popitem(last=False)
         return chosen
-
-    def _cache_lookup(self, model: str, prompt: object) -> bool:
-        """``prompt-cache``: has this prompt been seen before? (Remembers it either way.)"""
-        key = json.dumps([model, prompt], sort_keys=True, default=str)
-        hit = key in self._seen_prompts
-        self._seen_prompts[key] = None
-        if len(self._seen_prompts) > MAX_REMEMBERED:
-            self._seen_prompts.popitem(last=False)
-        return hit
 
     def _failure(
         self,
@@ -251,6 +259,17 @@ async def _wait_finished(records: list[RequestRecord], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while any(not r.finished for r in records) and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
+
+
+def _ignore_eos_limit(body: dict[str, Any]) -> int | None:
+    """``ignore_eos: true`` with a max tokens field: the output tokens the request asks for."""
+    if body.get("ignore_eos") is not True:
+        return None
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _parse_json(body: bytes) -> Any:

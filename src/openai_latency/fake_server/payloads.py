@@ -118,12 +118,12 @@ class Output:
 
 
 def make_output(
-    request_hex: str, model: str, prompt: object, script: Script, cache_hit: bool = False
+    request_hex: str, model: str, prompt: object, script: Script, cached_words: int = 0
 ) -> Output:
     words = [f"tok{i}" if i == 0 else f" tok{i}" for i in range(script.chunks)]
     reasoning = [f"think{i}" if i == 0 else f" think{i}" for i in range(script.reasoning_tokens)]
     prompt_tokens = max(1, count_words(prompt))
-    cached = prompt_tokens if cache_hit else 0
+    cached = min(cached_words, prompt_tokens)
     return Output(request_hex[:24], model, words, prompt_tokens, script, cached, reasoning)
 
 
@@ -138,7 +138,7 @@ def _usage_chat(out: Output, n: int = 1) -> JSON:
         "prompt_tokens": out.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": out.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": out.cached_tokens, "audio_tokens": 0},
+        **cache_usage(out, "prompt_tokens_details", {"audio_tokens": 0}),
         "completion_tokens_details": {
             "reasoning_tokens": out.reasoning_tokens * n,
             "audio_tokens": 0,
@@ -146,6 +146,17 @@ def _usage_chat(out: Output, n: int = 1) -> JSON:
             "rejected_prediction_tokens": 0,
         },
     }
+
+
+def cache_usage(out: Output, details: str, other: JSON) -> JSON:
+    """The usage fields that report cached input tokens, in the script's ``cache-fields`` names."""
+    fields = out.script.cache_fields
+    if fields == "deepseek":
+        miss = out.prompt_tokens - out.cached_tokens
+        return {"prompt_cache_hit_tokens": out.cached_tokens, "prompt_cache_miss_tokens": miss}
+    if fields == "none":
+        return {details: other} if other else {}
+    return {details: {"cached_tokens": out.cached_tokens, **other}}
 
 
 def _with_usage(body: JSON, out: Output, n: int) -> JSON:

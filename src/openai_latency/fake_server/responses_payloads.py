@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .payloads import CREATED, JSON, STREAM_ERROR_MESSAGE, Event, Output, StreamPlan, dumps
+from .payloads import CREATED, JSON, STREAM_ERROR_MESSAGE, Event, Output, StreamPlan, cache_usage, dumps
 
 _TEXT_MODES = ("reasoning_content", "reasoning")
 
@@ -55,7 +55,7 @@ def response_json(out: Output, status: str | None = None, include_output: bool =
     if include_output and out.script.usage != "never" and status != "in_progress":
         body["usage"] = {
             "input_tokens": out.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": out.cached_tokens},
+            **cache_usage(out, "input_tokens_details", {}),
             "output_tokens": out.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": out.reasoning_tokens},
             "total_tokens": out.prompt_tokens + out.completion_tokens,

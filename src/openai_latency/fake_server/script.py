@@ -45,9 +45,15 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             then a successful retry), ``10:error=invalid_api_key``, ``13:delay-ms=3000``.
                             A retry is matched to its request by the trace id of its ``traceparent``
                             (without one, retries get no override)
-``prompt-cache``            ``1``: a prompt (model + messages/input) seen before is a cache hit:
-                            usage reports all its input tokens as ``cached_tokens``
-``cached-ttft-ms``          ``ttft-ms`` of a cache hit (default: ``ttft-ms``)
+``prompt-cache``            ``1``: a prefix cache (:mod:`.prefix_cache`): the longest prefix of the
+                            prompt's words (model + messages/input) seen in an earlier prompt is
+                            cached; usage reports it as cached tokens (see ``cache-fields``)
+``cached-ttft-ms``          ``ttft-ms`` of a cache hit (any cached token; default: ``ttft-ms``)
+``cache-fields``            how usage reports cached input tokens: ``openai`` (default;
+                            ``prompt_tokens_details.cached_tokens``, Responses
+                            ``input_tokens_details.cached_tokens``), ``deepseek``
+                            (``prompt_cache_hit_tokens`` and ``prompt_cache_miss_tokens``), ``none``
+                            (no cache field: vLLM without ``--enable-prompt-tokens-details``)
 ``reasoning-tokens``        N tokens the model "thinks" before the answer (default 0), words
                             ``"think0"``, ``" think1"``, ...; usage counts them (completion/output
                             tokens = N + ``chunks``; ``reasoning_tokens`` = N) in every mode
@@ -61,9 +67,15 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``reasoning_summary_text.delta`` events at pace D; chat: as ``hidden``).
                             Responses stream the first two as ``response.reasoning_text.delta`` in
                             a ``reasoning`` output item; completions always hide the reasoning
+``capacity``                K: at most K requests answered at once, the others queued in arrival
+                            order before their ``delay-ms`` (a full batch; 0 = no limit, default)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
+
+A request body with ``ignore_eos: true`` and ``max_tokens`` (``max_completion_tokens``,
+``max_output_tokens``) gets exactly that many output tokens (reasoning included), whatever ``chunks``
+says: vLLM's and llama.cpp's behaviour, which ``bench --output-tokens`` and ``--replay`` rely on.
 
 Reasoning, in detail. A stream with N reasoning tokens at pace D goes: headers (after ``delay-ms``),
 the role chunk, ``ttft-ms``, reasoning token 0, D, token 1, ... token N-1, D, answer chunk 0, then
@@ -92,11 +104,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from .errors import ERRORS, ErrorSpec, error_for_status
+
+__all__ = ["ERRORS", "ErrorSpec", "error_for_status"]
+
 HEADER_PREFIX: Final = "x-fake-"
 
 UsageMode = Literal["auto", "always", "never"]
 ResponseStatus = Literal["completed", "failed", "incomplete"]
 Corruption = Literal["invalid-json", "truncated", "wrong-shape"]
+CacheFields = Literal["openai", "deepseek", "none"]
 ReasoningMode = Literal["reasoning_content", "reasoning", "hidden", "summary"]
 REASONING_MODES: Final[tuple[str, ...]] = ("reasoning_content", "reasoning", "hidden", "summary")
 
@@ -109,93 +126,6 @@ DEFAULT_RATE_LIMITS: Final[Mapping[str, str]] = {
     "ratelimit-reset-requests": "1s",
     "ratelimit-reset-tokens": "6m0s",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorSpec:
-    """An OpenAI-shaped error: HTTP status and the fields of the ``error`` object."""
-
-    status: int
-    type: str
-    code: str | None
-    param: str | None
-    message: str
-
-    def body(self, model: str) -> dict[str, object]:
-        return {
-            "error": {
-                "message": self.message.format(model=model),
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-
-
-#: The ``error`` script key's values, with bodies shaped like the ones OpenAI sends.
-ERRORS: Final[Mapping[str, ErrorSpec]] = {
-    "invalid_api_key": ErrorSpec(
-        401,
-        "invalid_request_error",
-        "invalid_api_key",
-        None,
-        "Incorrect API key provided: sk-fake***. You can find your API key at "
-        "https://platform.openai.com/account/api-keys.",
-    ),
-    "model_not_found": ErrorSpec(
-        404,
-        "invalid_request_error",
-        "model_not_found",
-        None,
-        "The model `{model}` does not exist or you do not have access to it.",
-    ),
-    "context_length_exceeded": ErrorSpec(
-        400,
-        "invalid_request_error",
-        "context_length_exceeded",
-        "messages",
-        "This model's maximum context length is 128000 tokens. However, your messages resulted in "
-        "130000 tokens. Please reduce the length of the messages.",
-    ),
-    "rate_limit_exceeded": ErrorSpec(
-        429,
-        "requests",
-        "rate_limit_exceeded",
-        None,
-        "Rate limit reached for {model} in organization org-fake on requests per min (RPM): "
-        "Limit 10000, Used 10000, Requested 1. Please try again in 6ms.",
-    ),
-    "insufficient_quota": ErrorSpec(
-        429,
-        "insufficient_quota",
-        "insufficient_quota",
-        None,
-        "You exceeded your current quota, please check your plan and billing details.",
-    ),
-    "server_error": ErrorSpec(
-        500,
-        "server_error",
-        "server_error",
-        None,
-        "The server had an error while processing your request. Sorry about that!",
-    ),
-    "overloaded": ErrorSpec(
-        503,
-        "server_error",
-        "overloaded",
-        None,
-        "The engine is currently overloaded, please try again later.",
-    ),
-}
-
-
-def error_for_status(status: int) -> ErrorSpec:
-    """The body sent for a scripted status (``status``, ``fail-status``) without a named error."""
-    for spec in ERRORS.values():
-        if spec.status == status and spec.code in ("rate_limit_exceeded", "server_error", "overloaded"):
-            return spec
-    kind = "server_error" if status >= 500 else "invalid_request_error"
-    return ErrorSpec(status, kind, None, None, f"Fake server: scripted status {status}.")
 
 
 class ScriptError(ValueError):
@@ -239,10 +169,12 @@ class Script:
     every: tuple[tuple[int, str, str], ...] = ()
     prompt_cache: bool = False
     cached_ttft: float | None = None
+    cache_fields: CacheFields = "openai"
     reasoning_tokens: int = 0
     reasoning_delay: float = 0.0
     reasoning_mode: ReasoningMode = "reasoning_content"
     write_batch: int = 1
+    capacity: int = 0
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -352,10 +284,12 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "every": ("every", lambda k, v: _every(k, v)),
     "prompt-cache": ("prompt_cache", _flag),
     "cached-ttft-ms": ("cached_ttft", _ms),
+    "cache-fields": ("cache_fields", lambda k, v: _choice(k, v, ("openai", "deepseek", "none"))),
     "reasoning-tokens": ("reasoning_tokens", _count),
     "reasoning-delay-ms": ("reasoning_delay", _ms),
     "reasoning-mode": ("reasoning_mode", lambda k, v: _choice(k, v, REASONING_MODES)),
     "write-batch": ("write_batch", _positive),
+    "capacity": ("capacity", _count),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

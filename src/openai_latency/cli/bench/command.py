@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import sys
@@ -26,13 +27,15 @@ from ..spans.files import read_spans
 from ..spans.names import BENCH_TARGET, OPERATION_NAME
 from ..spans.span import ReadStats, Span
 from ..spans.write import WriteError, from_readable, write_otlp_json
+from . import cache
 from .failures import FirstErrors, all_failed_lines
 from .options import build_parser, options_from
 from .output import print_tables, render_csv, result_json
-from .plan import Plan, Target
+from .plan import Load, Plan, Target
 from .record import Recorder
 from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 from .stats import TargetStats, target_stats
+from .sweep import Sweep, run_sweep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -75,7 +78,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     plan = Plan(options, targets, unreachable)
     schedule = options.schedule
     state = RunState(
-        planned={t.name: (schedule.requests or 0) * len(schedule.levels) for t in targets}, chunk_gaps={}
+        planned={
+            t.name: 0
+            if schedule.sweep
+            else (schedule.requests or 0) * len(schedule.levels) * options.workload.turns
+            for t in targets
+        },
+        chunk_gaps={},
     )
     if schedule.workers > 1:
         from .workers import run_in_workers
@@ -85,8 +94,18 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             if options.out:
                 _concatenate(parts, options.out)
             return _finish(plan, read_spans(parts, ReadStats()) if parts else iter(()), state, out, err)
-    with instrumented() as recorder:
-        _run(plan, state, recorder, err)
+    with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+        spill = os.path.join(folder, "spans.jsonl")
+        with instrumented(spill) as recorder:
+            _run(plan, state, recorder, err)
+        if recorder.spilled:  # a long run: its spans are in the spill file, the last level's too
+            try:
+                recorder.spill()
+            except WriteError as exc:
+                raise UsageError(f"cannot write spans to {folder}: {exc}") from None
+            if options.out:
+                _concatenate([spill], options.out)
+            return _finish(plan, read_spans([spill], ReadStats()), state, out, err)
     if options.out:
         try:
             write_otlp_json(options.out, recorder.spans)
@@ -99,7 +118,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
     """The warm-up and every load level in this process, with the live progress on ``err``."""
     options, schedule = plan.options, plan.options.schedule
-    clients = clients_for(plan.targets, options.timeout, options.max_retries)
+    clients = clients_for(plan.targets, options.timeout, options.max_retries, options.headers)
     runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
 
     async def work() -> None:
@@ -107,16 +126,36 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             first = schedule.levels[0]
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
+        if schedule.sweep is not None:
+            state.sweep = Sweep(schedule.sweep)
+
+            async def level(load: Load) -> None:
+                ramp = load.ramp(schedule.ramp_up)
+                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+                recorder.between_levels()
+
+            in_flight = lambda: state.in_flight  # noqa: E731
+            stop = schedule.stop_over_saturated
+            await run_sweep(state.sweep, schedule, level, recorder.progress, in_flight, stop)
+            return
         for number, load in enumerate(schedule.levels, 1):
             state.enter_level(load.label, number, len(schedule.levels))
+            if load.replay_speed is not None:
+                await runner.replay(load)
+                continue
             ramp = load.ramp(schedule.ramp_up)
             await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+            recorder.between_levels()
 
     def lines() -> list[str]:
         return progress_lines(plan.targets, recorder.progress, state)
 
     with Progress(lines, options.progress, err) as progress:
         state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+
+
+def _pair(counts: list[int] | None) -> tuple[int, int] | None:
+    return (counts[0], counts[1]) if counts else None
 
 
 def _unreachable(targets: Sequence[Target]) -> dict[Target, str]:
@@ -209,6 +248,13 @@ def _finish(
     stats = target_stats(
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
+    for s in stats:
+        key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
+        s.cache_expected = _pair(state.cache_expected.get(key))
+        s.short_outputs = _pair(state.short_outputs.get(key))
+    unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
+    if unverified:
+        print(cache.warning(unverified), file=err)
     order = {t.name: i for i, t in enumerate(plan.targets)}
     stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
     output = Output(out)

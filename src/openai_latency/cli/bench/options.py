@@ -5,24 +5,33 @@ Bad input is a :class:`~..args.UsageError` (or argparse's one line), never a tra
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import random
 import re
+from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
+from . import replay, sources
+from .lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
+from .result_options import TARGET, TARGET_HELP, add_result_options, check_baseline
+from .sources import DEFAULT_REQUESTS
+from .workload import APIS, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
-DEFAULT_REQUESTS = 20
+DEFAULT_MAX_TOKENS = 64
 _TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
-# A small vocabulary of common short words: about 1.3 tokens per word in OpenAI's tokenizers.
-_WORDS = (
-    "time", "network", "server", "model", "token", "queue", "first", "stream", "request", "answer",
-    "reason", "latency", "cache", "prompt", "batch", "client", "slow", "fast", "wait", "phase", "call",
-    "retry", "limit", "rate", "order", "value", "point", "data",
-)  # fmt: skip
-TOKENS_PER_WORD = 1.3
+METRICS_HELP = """what the numbers mean (docs/BENCH.md has the whole table):
+  ttft         call start -> first generated token of any channel, reasoning included
+  ttft_answer  call start -> first answer token (= ttft when nothing is reasoned in the open)
+  reasoning    thinking time: first reasoning token -> first answer token (reasoning streamed)
+  ttfc         call start -> first chunk of any kind (a role-only chunk counts)
+  tpot         a window over the tokens inside it, first token excluded: every token's when
+               reasoning streams (completion tokens - 1), else the answer's (output - reasoning
+               tokens - 1); server time only, never the caller's
+  e2e          the whole call, retries and backoff included
+  goodput      share of requests that succeeded and met every --slo bound"""
 DESCRIPTION = (
     "The same workload against several OpenAI-compatible endpoints or models, side by side: TTFT, TPOT,"
     " throughput, goodput, every phase of every request, retries and backoff, failures triaged."
@@ -33,16 +42,11 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="openai-latency bench",
         description=DESCRIPTION,
-        epilog="Metric definitions: see README ('Benchmarking endpoints').",
+        epilog=METRICS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = parser.add_argument_group("targets")
-    what.add_argument(
-        "--target",
-        action="append",
-        required=True,
-        metavar="NAME=BASE_URL[@MODEL]",
-        help="an endpoint to benchmark, repeatable: a name, its base URL (with /v1), optionally @model",
-    )
+    what.add_argument("--target", action="append", required=True, metavar=TARGET, help=TARGET_HELP)
     what.add_argument("--model", help="model for targets that do not name one")
     what.add_argument(
         "--api-key-env",
@@ -55,9 +59,51 @@ def build_parser() -> Parser:
     prompt.add_argument("--prompt", help="the user message (default: a short question)")
     prompt.add_argument("--prompt-file", metavar="FILE", help="the user message, from a file")
     prompt.add_argument(
-        "--prompt-tokens", type=arguments.count, metavar="N", help="a synthetic prompt of ~N tokens"
+        "--prompt-tokens",
+        type=parse_lengths,
+        metavar="N[:SD]|A,B",
+        help="synthetic prompts of ~N tokens (N:STDEV normal, or a list: one length per request)",
     )
-    work.add_argument("--max-tokens", type=arguments.count, default=64, metavar="K", help="default 64")
+    prompt.add_argument(
+        "--dataset",
+        metavar="FILE",
+        help="prompts from a file: JSONL of prompts or of chat messages, or ShareGPT JSON (cycled)",
+    )
+    prompt.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="the calls of an OTLP JSON file (their arrival times, token counts, stream flag; no content)",
+    )
+    work.add_argument(
+        "--replay-speed",
+        type=arguments.positive_float,
+        metavar="X",
+        help="--replay: X times as fast (default 1: the recorded spacing)",
+    )
+    work.add_argument(
+        "--dataset-sample", type=arguments.count, metavar="N", help="--dataset: N items at random (--seed)"
+    )
+    work.add_argument(
+        "--turns",
+        type=arguments.count,
+        default=1,
+        metavar="K",
+        help="conversations of K requests: each turn adds the answer and the next user message",
+    )
+    length = work.add_mutually_exclusive_group()
+    length.add_argument("--max-tokens", type=arguments.count, metavar="K", help="default 64")
+    length.add_argument(
+        "--output-tokens",
+        type=parse_lengths,
+        metavar="M[:SD]|A,B",
+        help="generate exactly M tokens: max_tokens M and ignore_eos (vLLM, SGLang, llama.cpp)",
+    )
+    work.add_argument(
+        "--ignore-eos",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --output-tokens: send ignore_eos in the body (default on; off for servers that reject it)",
+    )
     work.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="default: stream")
     work.add_argument(
         "--stream-usage",
@@ -66,6 +112,34 @@ def build_parser() -> Parser:
         help="ask for usage in the last chunk (stream_options.include_usage; default on)",
     )
     work.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
+    work.add_argument(
+        "--reasoning-effort",
+        metavar="LEVEL",
+        help="reasoning_effort of every request (minimal, low, medium, high...: a reasoning model's effort)",
+    )
+    work.add_argument(
+        "--extra-body",
+        type=parse_extra_body,
+        metavar="JSON",
+        help="a JSON object merged into every request body (server-specific fields), e.g. '{\"top_k\": 20}'",
+    )
+    work.add_argument(
+        "--api", choices=APIS, default="chat", help="chat completions (default), responses or completions"
+    )
+    work.add_argument(
+        "--prefix-cache",
+        type=parse_prefix_cache,
+        default=PrefixPolicy(),
+        metavar="cold|warm|shared:N",
+        help=(
+            "cold (default): a unique first line per request, so no request hits a prefix cache; warm:"
+            " a priming request per prompt, then the same prompt; shared:N: N requests per prompt"
+        ),
+    )
+    work.add_argument("--tools", metavar="FILE", help="tool definitions (a JSON list, chat shape)")
+    work.add_argument(
+        "--header", action="append", metavar="K=V", help="an HTTP header on every request (repeatable)"
+    )
     load = parser.add_argument_group("load")
     load.add_argument(
         "-c",
@@ -106,6 +180,22 @@ def build_parser() -> Parser:
         ),
     )
     load.add_argument(
+        "--sweep",
+        type=arguments.count,
+        nargs="?",
+        const=5,
+        metavar="N",
+        help=(
+            "find the highest throughput (closed loop, concurrency 1, 2, 4, ... until it stops growing),"
+            " then N rates (default 5) from the lowest to it; the knee is marked"
+        ),
+    )
+    load.add_argument(
+        "--stop-over-saturated",
+        action="store_true",
+        help="--sweep: end a rate level once in-flight requests and TTFT grew for 1 s in a row",
+    )
+    load.add_argument(
         "--sequential", action="store_true", help="one target after another instead of interleaved"
     )
     load.add_argument("--seed", type=int, default=0, help="for --poisson and --prompt-tokens (default 0)")
@@ -137,27 +227,9 @@ def build_parser() -> Parser:
         metavar="S",
         help="triage: slow successes take at least this long (default: the target's p95)",
     )
-    result.add_argument(
-        "--baseline",
-        metavar="NAME",
-        help=(
-            "what the verdict compares with: a target's name (default: the first --target), or, for a"
-            " sweep of one target, a load level such as c=1 (default: the first level)"
-        ),
-    )
-    result.add_argument(
-        "--format",
-        choices=("table", "json", "markdown", "csv"),
-        default="table",
-        help="output: table (default), json (everything), markdown, csv (long format, one row per number)",
-    )
+    add_result_options(result)
     result.add_argument(
         "--out", metavar="FILE", help="write every span as OTLP JSON lines (report rereads it)"
-    )
-    result.add_argument(
-        "--html",
-        metavar="FILE",
-        help="also write charts (distributions, phases, load levels, time, slowest calls): one offline page",
     )
     result.add_argument(
         "--progress",
@@ -176,32 +248,39 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UsageError(f"--target: names must differ, got {', '.join(names)}")
-    levels = [load.label for load in _levels(opts)]
-    if opts.baseline is not None and opts.baseline not in names + levels:
-        raise UsageError(
-            f"--baseline: no target or load level named {opts.baseline!r} (targets: {', '.join(names)};"
-            f" levels: {', '.join(levels)})"
-        )
+    check_baseline(opts.baseline, names, [load.label for load in _levels(opts)])
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
+    recorded = sources.replay_calls(opts)
+    if opts.sweep is not None and (opts.concurrency or opts.rate is not None or opts.workers > 1):
+        raise UsageError("--sweep chooses the load itself: leave out -c, --rate and --workers")
+    if opts.stop_over_saturated and opts.sweep is None:
+        raise UsageError("--stop-over-saturated needs --sweep")
     return BenchOptions(
         targets=targets,
-        workload=_workload(opts),
+        workload=_workload(opts, recorded),
         schedule=Schedule(
-            levels=_levels(opts),
-            requests=None if opts.duration is not None else (opts.requests or DEFAULT_REQUESTS),
+            levels=[Load(1, replay_speed=opts.replay_speed or 1.0)] if recorded else _levels(opts),
+            requests=len(recorded)
+            if recorded
+            else None
+            if opts.duration is not None
+            else (opts.requests or DEFAULT_REQUESTS),
             duration=opts.duration,
             warmup=opts.warmup,
             ramp_up=opts.ramp_up,
             sequential=opts.sequential,
             seed=opts.seed,
             workers=opts.workers,
+            sweep=opts.sweep,
+            stop_over_saturated=opts.stop_over_saturated,
         ),
         slo=opts.slo or Slo(),
         timeout=opts.timeout,
         max_retries=opts.max_retries,
         slow_threshold=opts.slow_threshold,
         format=opts.format,
+        headers=sources.parse_headers(opts.header),
         out=opts.out,
         progress=opts.progress,
         baseline=opts.baseline,
@@ -209,14 +288,38 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     )
 
 
-def _workload(opts: argparse.Namespace) -> Workload:
+def _workload(opts: argparse.Namespace, recorded: list[replay.Recorded]) -> Workload:
     if opts.prompt_file:
         prompt = read_prompt(opts.prompt_file)
     elif opts.prompt_tokens:
-        prompt = synthetic_prompt(opts.prompt_tokens, opts.seed)
+        prompt = synthetic_prompt(opts.prompt_tokens.fixed or opts.prompt_tokens.mean, opts.seed)
     else:
         prompt = opts.prompt or DEFAULT_PROMPT
-    return Workload(prompt, opts.max_tokens, opts.stream, opts.temperature, opts.stream_usage)
+    if opts.tools and opts.api == "completions":
+        raise UsageError("--tools: the completions API has no tools (use --api chat or responses)")
+    output = opts.output_tokens
+    return Workload(
+        prompt,
+        opts.max_tokens or (output.fixed or output.mean if output else DEFAULT_MAX_TOKENS),
+        opts.stream,
+        opts.temperature,
+        opts.stream_usage,
+        api=opts.api,
+        prefix=opts.prefix_cache,
+        tools=sources.read_tools(opts.tools) if opts.tools else (),
+        conversations=sources.recorded_conversations(recorded, prompt, opts.seed)
+        or sources.dataset_conversations(opts)
+        or sources.synthetic_conversations(opts),
+        turns=opts.turns,
+        output_tokens=output,
+        reasoning_effort=opts.reasoning_effort,
+        # bench's own body fields, then the user's --extra-body over them (the user's value wins)
+        extra_body={
+            **(IGNORE_EOS if (output or recorded) and opts.ignore_eos else {}),
+            **(opts.extra_body or {}),
+        },
+        replay_offsets=tuple(call.offset for call in recorded),
+    )
 
 
 def _levels(opts: argparse.Namespace) -> list[Load]:
@@ -251,6 +354,17 @@ def parse_key_envs(values: list[str] | None) -> dict[str, str]:
     return result
 
 
+def parse_extra_body(text: str) -> dict[str, Any]:
+    """``--extra-body``: a JSON object (what the SDK's ``extra_body`` merges into the request)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}: {text!r}")
+    return value
+
+
 def parse_slo(text: str) -> Slo:
     """``ttft=500ms,tpot=50ms,e2e=5s`` -> bounds in seconds (a bare number is milliseconds)."""
     bounds: dict[str, float] = {}
@@ -270,13 +384,6 @@ def parse_slo(text: str) -> Slo:
     if not bounds:
         raise argparse.ArgumentTypeError(f"no bounds in {text!r}")
     return Slo(bounds)
-
-
-def synthetic_prompt(tokens: int, seed: int) -> str:
-    """About ``tokens`` tokens of plain words (no tokenizer download): a reproducible word salad."""
-    rng = random.Random(seed)
-    words = max(1, round(tokens / TOKENS_PER_WORD))
-    return " ".join(rng.choice(_WORDS) for _ in range(words))
 
 
 def read_prompt(path: str) -> str:

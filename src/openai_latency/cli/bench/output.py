@@ -16,6 +16,10 @@ from ..render.verdict import sentences
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from .cache import as_dict as cache_dict
+from .cache import expectation_note
+from .csv_units import csv_unit, csv_value
+from .levels import level_client, level_client_lines, sweep_lines
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import TargetStats
@@ -36,11 +40,20 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     add("errors (rate)", [f"{s.errors} ({s.error_rate * 100:.1f}%)" for s in stats])
     if any(s.cancelled for s in stats):
         add("cancelled (not counted)", [str(s.cancelled) for s in stats])
-    add("ttft (first content token)", [triple(s.ttft) for s in stats])
+    add("ttft (first token, any channel)", [triple(s.ttft) for s in stats])
+    if any(s.reasoning for s in stats):  # the same as ttft without reasoning: shown when it differs
+        add("ttft_answer (first answer token)", [triple(s.ttft_answer) for s in stats])
+        add("reasoning (thinking time)", [triple(s.reasoning) for s in stats])
     add("ttfc (first chunk)", [triple(s.ttfc) for s in stats])
+    if any(s.cache and s.cache.reported for s in stats):
+        add("prompt cache hits (server)", [_hits(s) for s in stats])
     if any(s.cache_hit_ttft for s in stats):
         add("ttft, prompt cache hit", [triple(s.cache_hit_ttft) for s in stats])
         add("ttft, prompt cache miss", [triple(s.cache_miss_ttft) for s in stats])
+        for name in ("http.server_wait", "first_token"):
+            cells = [_hit_miss(s, name) for s in stats]
+            if any(cell != "-" for cell in cells):
+                add(f"{name} p50, hit / miss", cells)
     add("e2e (whole call)", [triple(s.e2e) for s in stats])
     add("tpot (first token excluded)", [triple(s.tpot) for s in stats])
     add("chunk gaps (client)", [triple(s.chunk_gaps) for s in stats])
@@ -55,6 +68,20 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     for row in rows[1:]:
         row[1:] = [cell.strip() for cell in row[1:]]
     return rows
+
+
+def _hits(s: TargetStats) -> str:
+    if s.cache is None or not s.cache.reported:
+        return "not reported"
+    text = f"{s.cache.hits}/{s.cache.reported}"
+    return text + (f" (planned {s.cache_expected[0]}/{s.cache_expected[1]})" if s.cache_expected else "")
+
+
+def _hit_miss(s: TargetStats, name: str) -> str:
+    hit, miss = s.cache.phases.get(name, (None, None)) if s.cache else (None, None)
+    if hit is None and miss is None:
+        return "-"
+    return " / ".join("-" if v is None else format_duration(v) for v in (hit, miss))
 
 
 def _goodput(s: TargetStats) -> str:
@@ -100,25 +127,56 @@ def _plain_table(rows: Rows) -> list[str]:
     return table(rows, indent="")
 
 
-def notes(stats: Sequence[TargetStats]) -> list[str]:
+PREFILL_NOTE = (
+    "Prompt cache: a hit skips the prefill of its cached tokens; the saving shows in http.server_wait"
+    " when the server prefills before it sends the response headers, in first_token when it sends them"
+    " at once."
+)
+
+
+def notes(stats: Sequence[TargetStats], prefix_label: str = "cold") -> list[str]:
     lines = []
+    if any(s.cache_hit_ttft for s in stats):
+        lines.append(PREFILL_NOTE)
+    for s in stats:
+        if s.cache is not None:
+            note = expectation_note(s.label, s.cache, s.cache_expected, prefix_label)
+            if note:
+                lines.append(note)
+    for s in stats:
+        if s.short_outputs and s.short_outputs[0]:
+            short, of = s.short_outputs
+            lines.append(
+                f"{s.label}: {short} of {of} requests got fewer output tokens than --output-tokens asked:"
+                " the server stopped at its end-of-sequence token (no ignore_eos support?)"
+            )
     for s in stats:
         if s.estimated_tokens:
             lines.append(
                 f"{s.label}: {s.estimated_tokens} of {s.requests - s.errors} successful requests had no"
                 " usage from the server: their output tokens are counted content chunks."
             )
+        if s.ttft_unknown:
+            lines.append(
+                f"{s.label}: {s.ttft_unknown} of {s.requests - s.errors} successful requests have no ttft:"
+                " their first token arrived while the client was busy elsewhere (its arrival time is"
+                " unknown; the client is falling behind: fewer in flight, or --workers)."
+            )
     return lines
 
 
 def render_text(
-    stats: Sequence[TargetStats], slo: Slo, baseline: str | None = None, markdown: bool = False
+    stats: Sequence[TargetStats],
+    slo: Slo,
+    baseline: str | None = None,
+    markdown: bool = False,
+    prefix_label: str = "cold",
 ) -> str:
     table = markdown_table if markdown else _plain_table
     verdict, rows = verdict_lines(level_verdicts(stats, baseline))
     lines = [*verdict, *(["", *table(rows), ""] if rows else [])]
     lines += [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
-    lines += notes(stats)
+    lines += notes(stats, prefix_label)
     for s in stats:
         calls = s.requests
         lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
@@ -136,40 +194,8 @@ def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
         for metric, value in _flat(s, slo):
             name, _, statistic = metric.rpartition(".")
             unit = csv_unit(name, statistic)
-            writer.writerow([s.label, load, name, statistic, _csv_value(value, unit), unit])
+            writer.writerow([s.label, load, name, statistic, csv_value(value, unit), unit])
     return buffer.getvalue().rstrip("\n")
-
-
-#: Metric (or its last part) -> unit, for what is not a duration in seconds.
-_UNITS = {
-    "tokens_per_s": "tokens/s", "throughput_tokens_per_s": "tokens/s", "requests_per_s": "requests/s",
-    "error_rate": "ratio", "goodput": "ratio", "cpu_per_request_s": "s", "backoff_s": "s",
-}  # fmt: skip
-#: Decimals kept per unit: seconds to the microsecond (what the clock resolves), rates to 0.001.
-_DECIMALS = {"s": 6, "ratio": 6, "tokens/s": 3, "requests/s": 3}
-
-
-def csv_unit(metric: str, statistic: str) -> str:
-    """The unit of one CSV value: ``s``, ``ratio``, ``tokens/s``, ``requests/s`` or ``count``."""
-    if statistic == "n":
-        return "count"
-    if statistic == "share":
-        return "ratio"
-    base = metric.split(".")[0]
-    if base in _UNITS:
-        return _UNITS[base]
-    if statistic in ("p50", "p95", "p99", "min", "max", "mean"):
-        return "s"
-    return "count"
-
-
-def _csv_value(value: float | int | None, unit: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and unit in _DECIMALS:
-        rounded = round(value, _DECIMALS[unit])
-        return f"{rounded:.{_DECIMALS[unit]}f}".rstrip("0").rstrip(".") or "0"
-    return repr(value)
 
 
 def _flat(s: TargetStats, slo: Slo) -> list[tuple[str, float | int | None]]:
@@ -196,6 +222,8 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "error_rate": s.error_rate,
         "cancelled": s.cancelled,
         "ttft": dist_dict(s.ttft),
+        "ttft_answer": dist_dict(s.ttft_answer),
+        "reasoning": dist_dict(s.reasoning),
         "ttfc": dist_dict(s.ttfc),
         "e2e": dist_dict(s.e2e),
         "tpot": dist_dict(s.tpot),
@@ -209,8 +237,11 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "backoff_s": s.backoff_s,
         "output_tokens": s.output_tokens,
         "estimated_token_requests": s.estimated_tokens,
+        "ttft_unknown_requests": s.ttft_unknown,
         "ttft_cache_hit": dist_dict(s.cache_hit_ttft),
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
+        "prompt_cache": cache_dict(s.cache, s.cache_expected) if s.cache else None,
+        "output_length_short": None if s.short_outputs is None else s.short_outputs[0],
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
@@ -266,7 +297,7 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     )
     mode = "stream" if workload.stream else "no stream"
     order = "sequential" if schedule.sequential else "interleaved"
-    levels = ", ".join(load.label for load in loads)
+    levels = "sweep" if state.sweep else ", ".join(load.label for load in loads)
     out.line(
         f"openai-latency bench: {len(plan.targets)} target(s), {amount}, {levels},"
         f" {mode}, max_tokens {workload.max_tokens}, {order}"
@@ -291,14 +322,23 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
             out.line()
             for line in table(rows):
                 out.line(line)
-    for load, level in _by_load(stats).items():
-        if len(loads) > 1:
+    by_load = _by_load(stats)
+    for load, level in by_load.items():
+        if len(by_load) > 1:
             out.line(f"\n== {load}", style="bold")
+            for line, style in level_client_lines(level_client(load, level, state)):
+                out.line(line, style)
         out.line()
-        text = render_text(level, slo, options.baseline, markdown=options.format == "markdown")
+        markdown = options.format == "markdown"
+        text = render_text(level, slo, options.baseline, markdown, workload.prefix.label)
         bold = {line for verdict in level_verdicts(level, options.baseline) for line in sentences(verdict)}
         for line in text.split("\n"):
             out.line(line, "bold" if line in bold else None)
+
+    if state.sweep is not None:
+        out.line()
+        for line in sweep_lines(state.sweep, stats, state, options.format == "markdown"):
+            out.line(line, "bold" if line.startswith("knee") else None)
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
@@ -315,7 +355,12 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
             "stream": workload.stream,
             "max_tokens": workload.max_tokens,
             "prompt_chars": len(workload.prompt),
-            "loads": [load.label for load in loads],
+            "api": workload.api,
+            "prefix_cache": workload.prefix.label,
+            "turns": workload.turns,
+            "output_tokens": workload.output_tokens.text if workload.output_tokens else None,
+            "tools": len(workload.tools),
+            "loads": [load.label for load in (state.sweep.levels if state.sweep else loads)],
             "requests_per_target": schedule.requests,
             "duration_s": schedule.duration,
             "warmup": schedule.warmup,
@@ -328,8 +373,12 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
-        "client": _client(stats, state),
+        "client": {
+            **_client(stats, state),
+            "levels": {load: level_client(load, level, state) for load, level in _by_load(stats).items()},
+        },
         "results": [target_json(s, slo) for s in stats],
         "verdict": verdicts_json(_by_load(stats), options.baseline),
+        "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }

@@ -8,9 +8,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .lengths import Lengths
+from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
+
 #: The SLO bounds ``--slo`` accepts: metric name -> what it bounds.
 SLO_METRICS = {
-    "ttft": "time to first token",
+    "ttft": "time to first token (any channel, reasoning included)",
+    "ttft_answer": "time to first answer token",
+    "reasoning": "thinking time (first reasoning token -> first answer token)",
     "ttfc": "time to first chunk",
     "tpot": "time per output token",
     "e2e": "request duration",
@@ -43,19 +48,58 @@ class Workload:
     temperature: float | None
     #: Ask for usage in the last chunk (``stream_options.include_usage``).
     stream_usage: bool
+    #: ``reasoning_effort`` of every request (``--reasoning-effort``; Responses: ``reasoning.effort``).
+    reasoning_effort: str | None = None
+    api: Api = "chat"
+    #: ``--prefix-cache`` (default cold: a unique first line per request).
+    prefix: PrefixPolicy = field(default_factory=PrefixPolicy)
+    #: ``--tools``: tool definitions in the chat shape (converted for the Responses API).
+    tools: tuple[dict[str, Any], ...] = ()
+    #: ``--dataset``: the conversations to send, in order, cycled (empty: ``prompt``).
+    conversations: tuple[Conversation, ...] = ()
+    #: ``--turns``: requests per conversation.
+    turns: int = 1
+    #: ``--replay``: each recorded call's seconds after the first (its conversation is the same item).
+    replay_offsets: tuple[float, ...] = ()
+    #: ``--output-tokens``: each request's max_tokens drawn from it (None: ``max_tokens``).
+    output_tokens: Lengths | None = None
+    #: Fields every request's body gets besides the API's (``extra_body``: the ignore-EOS hint). A
+    #: user's ``--extra-body`` is merged over it, key by key: the user's value wins.
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
-    def create_kwargs(self, model: str) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": [{"role": "user", "content": self.prompt}],
-            "max_tokens": self.max_tokens,
-        }
+    def items(self) -> tuple[Conversation, ...]:
+        return self.conversations or (Conversation(({"role": "user", "content": self.prompt},)),)
+
+    def create_kwargs(
+        self, model: str, messages: list[Message], max_tokens: int | None = None, stream: bool | None = None
+    ) -> dict[str, Any]:
+        """The SDK call's keyword arguments for these messages (``api``'s resource's ``create``)."""
+        kwargs: dict[str, Any] = {"model": model}
+        limit = max_tokens or self.max_tokens
+        if self.api == "responses":
+            kwargs["input"] = messages
+            kwargs["max_output_tokens"] = limit
+        else:
+            if self.api == "chat":
+                kwargs["messages"] = messages
+            else:
+                kwargs["prompt"] = text_of(messages)
+            kwargs["max_tokens"] = limit
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
+        if self.tools:
+            kwargs["tools"] = responses_tools(self.tools) if self.api == "responses" else list(self.tools)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        if self.stream:
+        if self.stream if stream is None else stream:
             kwargs["stream"] = True
-            if self.stream_usage:
+            if self.stream_usage and self.api != "responses":  # Responses: usage is in the last event
                 kwargs["stream_options"] = {"include_usage": True}
+        if self.reasoning_effort is not None and self.api != "completions":
+            if self.api == "responses":
+                kwargs["reasoning"] = {"effort": self.reasoning_effort}
+            else:
+                kwargs["reasoning_effort"] = self.reasoning_effort
         return kwargs
 
 
@@ -66,10 +110,12 @@ class Load:
     concurrency: int
     rate: float | None = None
     poisson: bool = False
+    #: ``--replay``: the recorded arrivals at this speed (``--replay-speed``) instead of a loop.
+    replay_speed: float | None = None
 
     def ramp(self, ramp_up: float | None) -> float:
         """Seconds over which the closed loop starts its workers (``--ramp-up``; open loop: 0)."""
-        if self.rate is not None:
+        if self.rate is not None or self.replay_speed is not None:
             return 0.0
         if ramp_up is not None:
             return ramp_up
@@ -77,6 +123,8 @@ class Load:
 
     @property
     def label(self) -> str:
+        if self.replay_speed is not None:
+            return f"replay x{self.replay_speed:g}"
         if self.rate is None:
             return f"c={self.concurrency}"
         kind = "poisson" if self.poisson else "rate"
@@ -112,6 +160,9 @@ class Schedule:
     seed: int = 0
     #: Client processes sharing the load (``--workers``).
     workers: int = 1
+    #: ``--sweep N``: the search for the highest throughput, then N rate levels (None: ``levels``).
+    sweep: int | None = None
+    stop_over_saturated: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +179,8 @@ class BenchOptions:
     #: Triage: slow successes take at least this long (None: the target's p95).
     slow_threshold: float | None = None
     format: Format = "table"
+    #: ``--header K=V``: sent with every request (never printed or recorded).
+    headers: dict[str, str] = field(default_factory=dict)
     #: Where every span goes as OTLP JSON lines (None: nowhere).
     out: str | None = None
     progress: bool = True

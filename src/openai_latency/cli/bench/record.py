@@ -23,6 +23,9 @@ from ..spans import names
 from ..spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
 
 ROLLING = 50  # requests in the progress display's rolling p50
+#: Spans held before :meth:`Recorder.between_levels` writes them out (~2 KB each).
+SPILL_SPANS = 20_000
+ENDS_KEPT = 65536  # end times kept per target (bounded: a long run keeps the latest)
 
 
 @dataclass(slots=True)
@@ -45,6 +48,11 @@ class TargetProgress:
     done: int = 0
     errors: int = 0
     ttft: deque[float] = field(default_factory=lambda: deque(maxlen=ROLLING))
+    #: Every TTFT so far, summed and counted (``--stop-over-saturated`` compares intervals).
+    ttft_sum: float = 0.0
+    ttft_count: int = 0
+    #: When the latest calls ended (epoch ns): ``--sweep`` measures a level's steady throughput.
+    ends: deque[int] = field(default_factory=lambda: deque(maxlen=ENDS_KEPT))
 
     def rolling_ttft_p50(self) -> float | None:
         ordered = sorted(self.ttft)
@@ -52,11 +60,31 @@ class TargetProgress:
 
 
 class Recorder(SpanProcessor):
-    """Tags every span started inside a bench request and keeps the finished ones (warm-up dropped)."""
+    """Tags every span started inside a bench request and keeps the finished ones (warm-up dropped).
 
-    def __init__(self) -> None:
+    A long run (a sweep of many levels) does not keep them all: between two load levels, when more
+    than :data:`SPILL_SPANS` are held, :meth:`spill` appends them to ``spill_path`` (OTLP JSON lines,
+    what ``--out`` and ``--workers`` write) and lets them go; the results are then read back from
+    that file. Never during a level: writing pauses the event loop that times the requests."""
+
+    def __init__(self, spill_path: str | None = None) -> None:
         self.spans: list[ReadableSpan] = []
         self.progress: dict[str, TargetProgress] = {}
+        self.spill_path = spill_path
+        self.spilled = 0
+
+    def between_levels(self) -> None:
+        """Spill the spans held when there are many (called with no request in flight)."""
+        if self.spill_path is not None and len(self.spans) > SPILL_SPANS:
+            self.spill()
+
+    def spill(self) -> None:
+        from ..spans.write import write_otlp_json
+
+        assert self.spill_path is not None
+        write_otlp_json(self.spill_path, self.spans)
+        self.spilled += len(self.spans)
+        self.spans = []
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         tag = TAG.get()
@@ -77,11 +105,14 @@ class Recorder(SpanProcessor):
         if isinstance(target, str) and operation:
             progress = self.progress.setdefault(target, TargetProgress())
             progress.done += 1
+            progress.ends.append(span.end_time or 0)
             if names.ERROR_TYPE in attributes:
                 progress.errors += 1
             ttft = attributes.get(names.TIME_TO_FIRST_TOKEN)
             if isinstance(ttft, float):
                 progress.ttft.append(ttft)
+                progress.ttft_sum += ttft
+                progress.ttft_count += 1
 
 
 def _with_attributes(span: ReadableSpan, extra: dict[str, Any]) -> ReadableSpan:

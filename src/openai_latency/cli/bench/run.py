@@ -25,8 +25,13 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .api import send
+from .loops import closed_loop, open_loop
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
+from .replay import replay_loop
+from .sweep import Sweep
+from .workload import Conversation, Message, RequestSource, next_turn
 
 
 @dataclass
@@ -44,9 +49,21 @@ class RunState:
     cpu_s: float = 0.0
     #: ``--workers`` processes that ended without reporting (their requests are missing).
     failed_workers: int = 0
-    #: The progress display's first line: the load level running (1-based of ``levels``), and when
-    #: the run and the level started (``time.monotonic``).
+    #: Per (target, load level): [requests whose prompt prefix the server has seen, requests].
+    cache_expected: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: ``--output-tokens``, per (target, load level): [requests with fewer output tokens than asked,
+    #: requests whose server reported its output tokens].
+    short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: Requests (conversations) in flight now.
+    in_flight: int = 0
+    #: The load level running now, and per level the client's CPU time and event-loop lag samples.
     level: str = ""
+    level_cpu: dict[str, float] = field(default_factory=dict)
+    level_lag: dict[str, list[float]] = field(default_factory=dict)
+    #: ``--sweep``: what it found (None: no sweep).
+    sweep: Sweep | None = None
+    #: The progress display's first line: the number of the level running (1-based of ``levels``;
+    #: 0: not known, as in a --sweep), and when the run and the level started (``time.monotonic``).
     level_number: int = 0
     levels: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -63,9 +80,10 @@ def progress_lines(
     lines = []
     if state.level:
         now = time.monotonic()
+        number = f" ({state.level_number} of {state.levels})" if state.levels else ""
         lines.append(
-            f"level {state.level} ({state.level_number} of {state.levels}): {now - state.level_started:.1f} s"
-            f" in it, {now - state.started:.1f} s elapsed"
+            f"level {state.level}{number}: {now - state.level_started:.1f} s in it,"
+            f" {now - state.started:.1f} s elapsed"
         )
     for target in targets:
         p = progress.get(target.name)
@@ -86,25 +104,28 @@ async def watch_loop_lag(state: RunState) -> None:
     while True:
         start = time.perf_counter()
         await asyncio.sleep(LAG_INTERVAL)
-        state.loop_lag.append(max(0.0, time.perf_counter() - start - LAG_INTERVAL))
+        lag = max(0.0, time.perf_counter() - start - LAG_INTERVAL)
+        state.loop_lag.append(lag)
+        if state.level:
+            state.level_lag.setdefault(state.level, []).append(lag)
 
 
-Send = Callable[[int], Awaitable[None]]
 #: The service name of bench's spans.
 SERVICE = "openai-latency-bench"
 TICK_S = 0.25
 
 
 @contextlib.contextmanager
-def instrumented() -> Iterator[Recorder]:
-    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics)."""
+def instrumented(spill_path: str | None = None) -> Iterator[Recorder]:
+    """The instrumentation on, with every span kept by a :class:`Recorder` (no metrics); a long run's
+    spans spilled to ``spill_path`` between levels."""
     from opentelemetry.metrics import NoOpMeterProvider
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
     from ... import OpenAILatencyInstrumentor
 
-    recorder = Recorder()
+    recorder = Recorder(spill_path)
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
     provider.add_span_processor(recorder)
     instrumentor = OpenAILatencyInstrumentor()
@@ -118,12 +139,18 @@ def instrumented() -> Iterator[Recorder]:
         provider.shutdown()
 
 
-def clients_for(targets: Sequence[Target], timeout: float, max_retries: int) -> list[Any]:
+def clients_for(
+    targets: Sequence[Target], timeout: float, max_retries: int, headers: Mapping[str, str] | None = None
+) -> list[Any]:
     import openai
 
     return [
         openai.AsyncOpenAI(
-            base_url=t.base_url, api_key=t.api_key() or "-", timeout=timeout, max_retries=max_retries
+            base_url=t.base_url,
+            api_key=t.api_key() or "-",
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=dict(headers) if headers else None,
         )
         for t in targets
     ]
@@ -187,47 +214,92 @@ class Runner:
         self.clients = clients
         self.workload = workload
         self.state = state
-        self._kwargs = [workload.create_kwargs(target.model) for target in targets]
-        self._attributes: dict[tuple[int, str], dict[str, str | bool]] = {}
+        items = workload.items()
+        # headers are random per run (not from --seed): a rerun must not hit the previous run's cache
+        self._sources = [RequestSource(items, workload.prefix, None) for _ in targets]
+        self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
+        self._lengths = random.Random(seed)  # --output-tokens draws
 
-    async def request(self, index: int, load: str, warmup: bool = False) -> None:
-        """One call through the SDK. Its failure is the endpoint's answer, recorded in its span."""
+    async def request(self, index: int, load: str, warmup: bool = False, item: int | None = None) -> None:
+        """One request slot: a conversation (one call per turn; a priming call first in warm mode).
+        A call's failure is the endpoint's answer, recorded in its span; it ends the conversation."""
+        self.state.in_flight += 1
+        try:
+            await self._conversation(index, load, warmup, item)
+        finally:
+            self.state.in_flight -= 1
+
+    async def _conversation(self, index: int, load: str, warmup: bool, item: int | None) -> None:
         target = self.targets[index]
-        attributes = self._attributes.get((index, load))
+        conversation, turns = self._sources[index].next(item)
+        if turns[0].priming:
+            await self._tagged(index, "warmup", True, turns.pop(0).messages, conversation)
+        first = turns[0]
+        messages, expected = first.messages, first.expected_hit
+        rounds = self.workload.turns
+        for turn in range(1, rounds + 1):
+            label = load if rounds == 1 or warmup else f"{load} turn {turn}"
+            if not warmup:
+                counts = self.state.cache_expected.setdefault((target.name, label), [0, 0])
+                counts[0] += expected
+                counts[1] += 1
+            answer = await self._tagged(index, label, warmup, messages, conversation)
+            if answer is None or turn == rounds:
+                return
+            messages = next_turn(conversation, messages, answer, turn + 1)
+            expected = True  # the previous turn's prompt is this one's prefix
+
+    async def _tagged(
+        self, index: int, load: str, warmup: bool, messages: list[Message], conversation: Conversation
+    ) -> str | None:
+        """One call with its spans tagged; the answer's text (conversations only), None when it failed."""
+        key = (index, load, warmup)
+        attributes = self._attributes.get(key)
         if attributes is None:
-            attributes = self._attributes[(index, load)] = tags(target.name, load, warmup)
-        tag = Tag(target.name, load, warmup, attributes)
+            attributes = self._attributes[key] = tags(self.targets[index].name, load, warmup)
+        tag = Tag(self.targets[index].name, load, warmup, attributes)
         token = TAG.set(tag)
         try:
-            await self._call(index, tag)
+            return await self._call(index, tag, messages, conversation)
         except asyncio.CancelledError:
             raise
         except Exception:  # the SDK's own exception: the span has it (error.type, category)
-            pass
+            return None
         finally:
             TAG.reset(token)
 
-    async def _call(self, index: int, tag: Tag) -> None:
-        """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up)."""
-        client = self.clients[index]
-        kwargs = self._kwargs[index]
-        if not self.workload.stream:
-            await client.chat.completions.create(**kwargs)
-            return
+    async def _call(self, index: int, tag: Tag, messages: list[Message], conversation: Conversation) -> str:
+        """One request; a stream's content chunks are counted in ``tag``, their gaps kept (not warm-up).
+        Returns the answer's text when the workload is a conversation (else "")."""
+        workload = self.workload
+        lengths = workload.output_tokens
+        asked = conversation.max_tokens if lengths is None else lengths.draw(self._lengths)
+        kwargs = workload.create_kwargs(self.targets[index].model, messages, asked, conversation.stream)
         gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
-        stream = await client.chat.completions.create(**kwargs)
-        last = 0
-        async with stream:
-            async for chunk in stream:
-                if not _has_content(chunk):
-                    continue
-                tag.content_chunks += 1
-                if gaps is None:
-                    continue
-                now = time.perf_counter_ns()
-                if last:
-                    gaps.append((now - last) / 1e9)
-                last = now
+        text, tokens = await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
+        if asked is not None and not tag.warmup:
+            counts = self.state.short_outputs.setdefault((tag.target, tag.load), [0, 0])
+            counts[0] += tokens is not None and tokens < asked
+            counts[1] += tokens is not None
+        return text
+
+    async def replay(self, load: Load) -> None:
+        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target."""
+        assert load.replay_speed is not None
+
+        def send(i: int, item: int) -> Awaitable[None]:
+            return self.request(i, load.label, item=item)
+
+        # First, per target, one call of each kind the recording has (stream or not), not measured:
+        # a recorded arrival must not pay for a connection or the SDK's first call of its kind
+        # (its lazy imports and response models: tens of ms, measured).
+        items = self.workload.items()
+        firsts = {bool(c.stream): number for number, c in reversed(list(enumerate(items)))}
+        for item in sorted(firsts.values()):
+            await asyncio.gather(*(self.request(i, "warmup", True, item) for i in range(len(self.targets))))
+        offsets = self.workload.replay_offsets
+        with self.level(load.label):
+            self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
@@ -240,8 +312,23 @@ class Runner:
     async def run(
         self, load: Load, requests: int | None, seconds: float | None, sequential: bool, ramp: float = 0.0
     ) -> None:
-        for indices in groups(len(self.targets), sequential):
-            await self.run_group(indices, load, requests, seconds, ramp)
+        with self.level(load.label):
+            for indices in groups(len(self.targets), sequential):
+                await self.run_group(indices, load, requests, seconds, ramp)
+
+    @contextlib.contextmanager
+    def level(self, label: str) -> Iterator[None]:
+        """The client's own cost while one load level runs: CPU time and event-loop lag, per level."""
+        state = self.state
+        if state.level != label:  # not announced by enter_level (a --sweep's levels)
+            state.level_started = time.monotonic()
+        state.level = label
+        cpu = time.process_time()
+        try:
+            yield
+        finally:
+            state.level_cpu[label] = state.level_cpu.get(label, 0.0) + time.process_time() - cpu
+            state.level = ""
 
     async def run_group(
         self,
@@ -290,104 +377,8 @@ def share(total: int, parts: int, part: int) -> int:
     return total // parts + (1 if part < total % parts else 0)
 
 
-def _has_content(chunk: Any) -> bool:
-    for choice in getattr(chunk, "choices", None) or ():
-        delta = getattr(choice, "delta", None)
-        if delta is not None and (getattr(delta, "content", None) or getattr(delta, "tool_calls", None)):
-            return True
-    return False
-
-
 def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
     """Round-robin over the targets: ``requests`` each, or without end (a ``--duration`` run)."""
     if requests is None:
         return itertools.cycle(indices)
     return iter([index for _ in range(requests) for index in indices])
-
-
-async def closed_loop(
-    order: Iterator[int],
-    concurrency: int,
-    send: Send,
-    deadline: float | None,
-    first: float = 0.0,
-    every: float = 0.0,
-    origin: float | None = None,
-) -> None:
-    """``concurrency`` workers on one shared schedule; worker k starts ``first + k * every`` s after
-    ``origin`` (``time.monotonic()``; default now)."""
-    origin = time.monotonic() if origin is None else origin
-
-    async def worker(number: int) -> None:
-        wait = origin + first + number * every - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        for index in order:  # one shared iterator: each request is taken exactly once
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            await send(index)
-
-    await _gather([worker(number) for number in range(concurrency)])
-
-
-async def open_loop(
-    order: Iterator[int],
-    rate: float,
-    poisson: bool,
-    rng: random.Random,
-    cap: int,
-    send: Send,
-    deadline: float | None,
-    offset: float = 0.0,
-    origin: float | None = None,
-) -> int:
-    """Arrivals at ``rate`` per second, the first ``offset`` s after ``origin`` (``time.monotonic()``;
-    default now); returns how many found all ``cap`` slots busy (late)."""
-    slots = asyncio.Semaphore(cap)
-    tasks: set[asyncio.Task[None]] = set()
-    late = 0
-    start = time.monotonic() if origin is None else origin
-    due = offset
-    try:
-        for number, index in enumerate(order):
-            if number:
-                due += rng.expovariate(rate) if poisson else 1.0 / rate
-            wait = start + due - time.monotonic()
-            if deadline is not None and start + due >= deadline:
-                break
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if slots.locked():
-                late += 1
-            await slots.acquire()
-            task = asyncio.ensure_future(send(index))
-            tasks.add(task)
-            task.add_done_callback(_finisher(tasks, slots))
-        if tasks:
-            await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-    return late
-
-
-def _finisher(
-    tasks: set[asyncio.Task[None]], slots: asyncio.Semaphore
-) -> Callable[[asyncio.Task[None]], None]:
-    def done(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
-        slots.release()
-
-    return done
-
-
-async def _gather(coroutines: list[Awaitable[None]]) -> None:
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

@@ -2,10 +2,15 @@
 
 Definitions (the benchmark tools disagree; ours say what they are):
 
-- ``ttft``: call start -> first content-bearing chunk (``openai_latency.time_to_first_token``);
-  ``ttfc``: -> first chunk of any kind (``gen_ai.response.time_to_first_chunk``).
-- ``tpot``: (first to last output token) / (output tokens - 1), first token excluded (vLLM's
-  definition; ``openai_latency.time_per_output_token``).
+- ``ttft``: call start -> first generated token of any channel, reasoning included
+  (``openai_latency.time_to_first_token``); ``ttft_answer``: -> first answer token
+  (``openai_latency.time_to_first_answer_token``); ``reasoning``: the thinking time between them
+  when reasoning streams (``openai_latency.reasoning.duration``); ``ttfc``: -> first chunk of any
+  kind (``gen_ai.response.time_to_first_chunk``).
+- ``tpot``: a time window over the tokens generated inside it, first token excluded
+  (``openai_latency.time_per_output_token``): every token's window over completion tokens - 1 when
+  reasoning streams, else the answer's over output - reasoning tokens - 1 (vLLM's definition when
+  nothing is reasoned).
 - ``e2e``: the whole call, retries and backoff included (the operation span).
 - ``tokens/s``: output tokens / e2e per request; ``throughput``: all output tokens of the target
   over the wall time from its first call's start to its last call's end.
@@ -27,6 +32,7 @@ from ..spans.calls import Call
 from ..stats.groups import GroupStats, group, summarize
 from ..stats.percentiles import Dist
 from ..stats.triage import Bucket, slow_limit, triage
+from .cache import CacheSplit, split
 from .plan import Slo
 
 
@@ -37,6 +43,8 @@ class TargetStats:
     errors: int
     cancelled: int
     ttft: Dist | None
+    ttft_answer: Dist | None
+    reasoning: Dist | None
     ttfc: Dist | None
     e2e: Dist
     tpot: Dist | None
@@ -49,10 +57,18 @@ class TargetStats:
     backoff_s: float
     output_tokens: int
     estimated_tokens: int
+    #: Successful streams without a TTFT: their first token arrived while the client was busy.
+    ttft_unknown: int
     cache_hit_ttft: Dist | None
     cache_miss_ttft: Dist | None
     chunk_gaps: Dist | None
     triage: dict[str, Bucket]
+    #: Hits and misses as the server reported them (:mod:`.cache`).
+    cache: CacheSplit | None = None
+    #: (requests whose prefix the server had seen, requests) as the workload planned them.
+    cache_expected: tuple[int, int] | None = None
+    #: ``--output-tokens``: (requests that got fewer output tokens than asked, requests with usage).
+    short_outputs: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -111,6 +127,8 @@ def _stats(
         errors=len(calls) - len(ok),
         cancelled=cancelled,
         ttft=Dist.of(call.ttft for call in ok if call.ttft is not None),
+        ttft_answer=Dist.of(call.ttft_answer for call in ok if call.ttft_answer is not None),
+        reasoning=Dist.of(call.reasoning for call in ok if call.reasoning is not None),
         ttfc=Dist.of(call.ttfc for call in ok if call.ttfc is not None),
         e2e=group.duration,
         tpot=Dist.of(call.tpot for call in ok if call.tpot is not None),
@@ -125,12 +143,14 @@ def _stats(
         backoff_s=sum(call.phases.get("retry_backoff", 0.0) for call in calls),
         output_tokens=tokens,
         estimated_tokens=sum(1 for call in ok if call.usage_estimated),
+        ttft_unknown=sum(1 for call in ok if call.first_token_waiting),
         cache_hit_ttft=Dist.of(c.ttft or 0.0 for c in cached if (c.cached_tokens or 0) > 0)
         if any_hit
         else None,
         cache_miss_ttft=Dist.of(c.ttft or 0.0 for c in cached if not c.cached_tokens) if any_hit else None,
         chunk_gaps=Dist.of(gaps),
         triage=triage(calls, slow_limit(group.duration, _threshold(group)), client_timeout),
+        cache=split(calls),
     )
 
 
@@ -141,6 +161,8 @@ def _threshold(group: GroupStats) -> float | None:
 def _meets(call: Call, slo: Slo) -> bool:
     values: dict[str, float | None] = {
         "ttft": call.ttft,
+        "ttft_answer": call.ttft_answer,
+        "reasoning": call.reasoning,
         "ttfc": call.ttfc,
         "tpot": call.tpot,
         "e2e": call.duration,

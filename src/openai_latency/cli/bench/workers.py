@@ -29,7 +29,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from types import FrameType
 from typing import Any, TextIO
@@ -63,6 +63,7 @@ class Job:
     timeout: float
     max_retries: int
     spans_file: str
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> list[str]:
@@ -112,6 +113,7 @@ def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> lis
                         seed=schedule.seed,
                         timeout=options.timeout,
                         max_retries=options.max_retries,
+                        headers=options.headers,
                         spans_file=os.path.join(folder, f"level{number}-worker{part}.jsonl"),
                     )
                     for part in range(parts)
@@ -213,7 +215,7 @@ def work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
 def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
     state = RunState(planned={}, chunk_gaps={})
     with instrumented() as recorder:
-        clients = clients_for(job.targets, job.timeout, job.max_retries)
+        clients = clients_for(job.targets, job.timeout, job.max_retries, job.headers)
         runner = Runner(job.targets, clients, job.workload, state, seed=job.seed)
         load = job.load
 
@@ -244,6 +246,8 @@ def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
                 "loop_lag": state.loop_lag,
                 "cpu_s": state.cpu_s,
                 "late": state.late,
+                "cache_expected": list(state.cache_expected.items()),
+                "short_outputs": list(state.short_outputs.items()),
             },
         )
     )
@@ -278,3 +282,9 @@ def _add(state: RunState, result: dict[str, Any]) -> None:
     state.loop_lag.extend(result.get("loop_lag", []))
     state.cpu_s += result.get("cpu_s", 0.0)
     state.late += result.get("late", 0)
+    for name in ("cache_expected", "short_outputs"):
+        merged: dict[tuple[str, str], list[int]] = getattr(state, name)
+        for (target, load), (count, of) in result.get(name, []):
+            counts = merged.setdefault((target, load), [0, 0])
+            counts[0] += count
+            counts[1] += of

@@ -1,8 +1,9 @@
 """``openai-latency demo``: the whole story in half a minute, on fake servers on 127.0.0.1.
 
-No API key, no network, no Docker. Two local OpenAI-compatible endpoints with different latency
-profiles (one slow to the first token, one with a slow network and an occasional 429), a few
-failures (a 401, a client timeout), benchmarked side by side with ``openai-latency bench``: the
+No API key, no network, no Docker. Three local OpenAI-compatible endpoints with different latency
+profiles (one slow to the first token, one with a slow network and an occasional 429, one reasoning
+model that thinks before it answers), a few failures (a 401, a client timeout), benchmarked side by
+side with ``openai-latency bench``: the
 table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote, with the
 commands that reread it or send the same spans to Jaeger (a collector configuration written next to
 the file replays it with the contrib collector's ``otlpjsonfile`` receiver). ``--trees`` adds four
@@ -33,7 +34,7 @@ DESCRIPTION = (
     " the table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote."
 )
 MODEL = "gpt-4o-mini"
-#: The two endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
+#: The endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
 PROFILES: dict[str, dict[str, object]] = {
     # a model server that is close by but slow to start generating (queueing, long prefill)
     "slow-first-token": {
@@ -44,6 +45,11 @@ PROFILES: dict[str, dict[str, object]] = {
     "slow-network": {
         "delay-ms": 190, "ttft-ms": 40, "chunks": 16, "chunk-delay-ms": 12, "jitter-ms": 4, "seed": 2,
         "every": "5:fail-attempts=1,13:delay-ms=3000", "retry-after-ms": 250,
+    },
+    # a reasoning model (DeepSeek-R1 style): it streams 24 reasoning tokens before the answer
+    "reasoning-model": {
+        "delay-ms": 40, "ttft-ms": 60, "reasoning-tokens": 24, "reasoning-delay-ms": 10, "chunks": 12,
+        "chunk-delay-ms": 12, "jitter-ms": 3, "seed": 3,
     },
 }  # fmt: skip
 REQUESTS = 26
@@ -78,13 +84,16 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     with (
         FakeServer.spawn(PROFILES["slow-first-token"]) as first,
         FakeServer.spawn(PROFILES["slow-network"]) as net,
+        FakeServer.spawn(PROFILES["reasoning-model"]) as thinker,
     ):
         print(
-            "openai-latency demo: two local OpenAI-compatible endpoints (fake servers on 127.0.0.1),\n"
+            "openai-latency demo: three local OpenAI-compatible endpoints (fake servers on 127.0.0.1),\n"
             f"  slow-first-token  {first.base_url}  ~30 ms to headers, ~260 ms to the first token,"
             " a 401 now and then\n"
             f"  slow-network      {net.base_url}  ~190 ms to headers, a 429 every 5th request,"
             " one that hangs\n"
+            f"  reasoning-model   {thinker.base_url}  thinks ~240 ms (24 reasoning tokens) before it"
+            " answers\n"
             f"benchmarked side by side: {REQUESTS} streamed requests each, 4 in flight, client timeout"
             f" {TIMEOUT_S:g} s, interleaved.\n",
             file=out,
@@ -92,6 +101,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         )
         argv_bench = [
             "--target", f"slow-first-token={first.base_url}", "--target", f"slow-network={net.base_url}",
+            "--target", f"reasoning-model={thinker.base_url}",
             "--model", MODEL, "-n", str(REQUESTS), "-c", "4", "--warmup", "1", "--timeout", str(TIMEOUT_S),
             "--max-retries", "1", "--slo", "ttft=400ms,e2e=1s", "--out", spans, "--no-progress",
         ]  # fmt: skip

@@ -92,6 +92,8 @@ def group_lines(groups: list[GroupStats], http: bool) -> list[str]:
                 ]
         for name, dist in (
             ("time_to_first_token", group.ttft),
+            ("time_to_first_answer_token", group.ttft_answer if group.reasoning else None),
+            ("reasoning.duration", group.reasoning),
             ("time_per_output_token", group.tpot),
             ("stream.consumer_time", group.consumer_time),
         ):
@@ -135,6 +137,9 @@ def compare_lines(groups: list[GroupStats], http: bool) -> list[str]:
             for sub in http_names:
                 add(f"  http.{sub}", [_dist(table.get(sub)) for table in by_http])
     add("time_to_first_token", [group.ttft for group in groups])
+    if any(group.reasoning for group in groups):
+        add("time_to_first_answer_token", [group.ttft_answer for group in groups])
+        add("reasoning.duration", [group.reasoning for group in groups])
     add("time_per_output_token", [group.tpot for group in groups])
     slow_row = ["slow: dominant phase"]
     for group in groups:
@@ -200,6 +205,8 @@ def _json_group(group: GroupStats) -> dict[str, Any]:
         "phases": phases_dict(group.phases),
         "http_phases": phases_dict(group.http),
         "time_to_first_token": dist_dict(group.ttft),
+        "time_to_first_answer_token": dist_dict(group.ttft_answer),
+        "reasoning_duration": dist_dict(group.reasoning),
         "time_per_output_token": dist_dict(group.tpot),
         "stream_consumer_time": dist_dict(group.consumer_time),
         "slow": {

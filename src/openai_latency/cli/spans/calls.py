@@ -50,6 +50,11 @@ class Call:
     #: ``error.type`` of each retried attempt, in order (``openai_latency.retry.error_types``).
     retry_reasons: tuple[str, ...] = ()
     ttfc: float | None = None
+    #: Time to the first answer token, and the thinking time before it (reasoning streamed).
+    ttft_answer: float | None = None
+    reasoning: float | None = None
+    #: The first token was already waiting when the caller came back: its TTFT is unknown.
+    first_token_waiting: bool = False
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
@@ -166,6 +171,9 @@ def new_call(span: Span, shared: Shared, attribute_phases: bool = True) -> Call:
         category=shared.optional(_text(get(names.ERROR_CATEGORY))),
         retry_reasons=_texts(get(names.RETRY_ERROR_TYPES)),
         ttfc=finite(get(names.TIME_TO_FIRST_CHUNK)),
+        ttft_answer=finite(get(names.TIME_TO_FIRST_ANSWER_TOKEN)),
+        reasoning=finite(get(names.REASONING_DURATION)),
+        first_token_waiting=get(names.FIRST_TOKEN_WAITING) is True,
         input_tokens=_int(get(names.INPUT_TOKENS)),
         output_tokens=_int(output_tokens),
         cached_tokens=_int(get(names.CACHED_TOKENS)),

@@ -84,6 +84,9 @@ class GroupStats:
     tpot: Dist | None
     consumer_time: Dist | None
     slow: SlowCalls
+    #: Time to the first answer token, and the thinking time (streams whose reasoning arrived).
+    ttft_answer: Dist | None = None
+    reasoning: Dist | None = None
 
     @property
     def key(self) -> dict[str, str]:
@@ -139,6 +142,8 @@ def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
         tpot=Dist.of(call.tpot for call in calls if call.tpot is not None),
         consumer_time=Dist.of(call.consumer_time for call in calls if call.consumer_time is not None),
         slow=slow_calls(calls, duration, slow_threshold),
+        ttft_answer=Dist.of(call.ttft_answer for call in calls if call.ttft_answer is not None),
+        reasoning=Dist.of(call.reasoning for call in calls if call.reasoning is not None),
     )
 
 

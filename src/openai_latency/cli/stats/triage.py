@@ -118,7 +118,9 @@ def classify(call: Call, slow_limit: float | None, client_timeout: float | None)
         return None
     if category == "cancelled":
         return "cancelled"
-    if category == "stream_error" or (call.stream and "stream_drain" in call.phases):
+    if category == "stream_error" or (
+        call.stream and ("stream_drain" in call.phases or "reasoning" in call.phases)
+    ):
         return "mid_stream"
     if category in RATE_CATEGORIES:
         return "rate_limited"
