@@ -99,6 +99,16 @@ def test_50_vs_250_ms_is_ranked_with_the_interval_containing_200_ms() -> None:
     )
 
 
+def test_thinking_before_the_answer_shows_in_the_time_to_first_answer_token_not_in_ttft() -> None:
+    thinking = {"reasoning-tokens": 6, "reasoning-delay-ms": 25}  # ~150 ms of streamed reasoning
+    verdict, text = _bench({"delay-ms": 20, **STREAM}, {"delay-ms": 20, **STREAM, **thinking})
+    ttft, answer = verdict["metrics"]["ttft"], verdict["metrics"]["ttft_answer"]
+    assert not ttft["p50"]["significant"], ttft["p50"]  # the first token (a reasoning one) comes as soon
+    assert answer["p50"]["significant"] and answer["p50"]["difference"] > 0.1, answer["p50"]
+    assert answer["p50"]["phases"][0]["phase"] == "reasoning"
+    assert "b vs a, time to first answer token: p50 " in text and "because of reasoning" in text
+
+
 def test_the_table_puts_the_verdict_first_and_a_bad_baseline_is_a_usage_error() -> None:
     with ExitStack() as stack:
         first, second = servers(stack, {"delay-ms": 5, **STREAM}, {"delay-ms": 5, **STREAM})

@@ -51,15 +51,10 @@ METRIC_PHASES: dict[str, tuple[str, ...]] = {
 METRICS = (*METRIC_PHASES, "error_rate")
 
 
-def _ttft_answer(call: Call) -> float | None:
-    value = getattr(call, "ttft_answer", None)  # a Call without the field: no such values
-    return value if isinstance(value, float) else None
-
-
 #: Metric -> (the calls it is measured on, its value of a call).
 VALUES: dict[str, Callable[[Call], float | None]] = {
     "ttft": lambda call: call.ttft if call.error_type is None else None,
-    "ttft_answer": lambda call: _ttft_answer(call) if call.error_type is None else None,
+    "ttft_answer": lambda call: call.ttft_answer if call.error_type is None else None,
     "e2e": lambda call: call.duration,
     "tpot": lambda call: call.tpot if call.error_type is None else None,
 }
