@@ -1,13 +1,14 @@
 """Which of two sets of calls is faster, by how much, how sure, and which phases made the difference.
 
 Numbers only (the sentence and the tables are :mod:`..render.verdict`'s). For each metric (``ttft``,
-``ttft_answer``, ``e2e``, ``tpot``: p50 and p95; ``error_rate``) :func:`compare` gives the difference
-current - baseline with its 95 % bootstrap interval (:mod:`.bootstrap`: 2,000 resamples per side,
-seed 0). A difference is *significant* when its interval excludes zero and it is at least
-:data:`MIN_EFFECT_S` and :data:`MIN_EFFECT_SHARE` of the baseline's value (error rate: the interval
-alone): below that, two runs of one server on a shared machine differ without a cause, and the verdict
-says "no difference detectable with N requests" instead of ranking noise. A ratio is given only when
-both sides are at least :data:`RATIO_FLOOR_S` (a thousand times the clock's resolution).
+``ttft_answer`` when a call reasoned before it answered, ``e2e``, ``tpot``: p50 and p95;
+``error_rate``) :func:`compare` gives the difference current - baseline with its 95 % bootstrap
+interval (:mod:`.bootstrap`: 2,000 resamples per side, seed 0). A difference is *significant* when its
+interval excludes zero and it is at least :data:`MIN_EFFECT_S` and :data:`MIN_EFFECT_SHARE` of the
+baseline's value (error rate: the interval alone): below that, two runs of one server on a shared
+machine differ without a cause, and the verdict says "no difference detectable with N requests" instead
+of ranking noise. A ratio is given only when both sides are at least :data:`RATIO_FLOOR_S` (a thousand
+times the clock's resolution).
 
 Which phases account for a difference at a quantile: the calls of each side whose metric lies within
 :data:`WINDOW` of that quantile (by rank), and each phase's mean time per call over them (0 for a call
@@ -136,11 +137,17 @@ class Verdict:
 
 def compare(baseline: Sequence[Call], current: Sequence[Call], labels: tuple[str, str]) -> Verdict:
     """The verdict of ``current`` against ``baseline`` (see the module docstring)."""
-    metrics = [m for name in METRIC_PHASES if (m := _time_metric(name, baseline, current)) is not None]
+    names = [name for name in METRIC_PHASES if name != "ttft_answer" or _reasoned(baseline, current)]
+    metrics = [m for name in names if (m := _time_metric(name, baseline, current)) is not None]
     rate = _error_rate(baseline, current)
     if rate is not None:
         metrics.append(rate)
     return Verdict(Side.of(labels[0], baseline), Side.of(labels[1], current), tuple(metrics))
+
+
+def _reasoned(*sides: Sequence[Call]) -> bool:
+    """Whether any call's first answer token came after its first token (else ttft_answer is ttft)."""
+    return any(c.ttft_answer is not None and c.ttft_answer != c.ttft for calls in sides for c in calls)
 
 
 def _measured(name: str, calls: Sequence[Call]) -> list[tuple[float, Call]]:
