@@ -61,6 +61,17 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``reasoning_summary_text.delta`` events at pace D; chat: as ``hidden``).
                             Responses stream the first two as ``response.reasoning_text.delta`` in
                             a ``reasoning`` output item; completions always hide the reasoning
+``server-timings``          ``llama``: llama.cpp's ``timings`` object in chat and completions bodies
+                            and in a stream's last chunk (usage chunk, else finish chunk), from the
+                            script: ``cache_n`` the cached tokens, ``prompt_ms`` = ``ttft-ms``,
+                            ``predicted_ms`` = ``chunk-delay-ms`` x (tokens - 1); or a JSON value,
+                            sent verbatim as ``timings`` (malformed accounts)
+``server-metrics``          ``vllm``: vLLM's top-level ``metrics`` object, only when the request has
+                            ``include_metrics: true``: ``queue_time_ms`` = ``server-queue-ms``,
+                            ``time_to_first_token_ms`` = queue + ``ttft-ms``, ``generation_time_ms``,
+                            ``mean_itl_ms`` = ``chunk-delay-ms``; or a JSON value sent verbatim
+``server-queue-ms``         the queue time vLLM's ``metrics`` report (default 0; the wait itself is
+                            ``delay-ms``) (:mod:`.server_account`)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
@@ -88,6 +99,7 @@ deadline apart (``RequestRecord.scripted_ns``, filled with K > 1 only).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -243,7 +255,13 @@ class Script:
     reasoning_delay: float = 0.0
     reasoning_mode: ReasoningMode = "reasoning_content"
     write_batch: int = 1
+    server_timings: str | None = None
+    server_metrics: str | None = None
+    server_queue: float = 0.0
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
+
+
+_Converter = Callable[[str, str], object]
 
 
 def _ms(key: str, value: str) -> float:
@@ -295,6 +313,21 @@ def _flag(key: str, value: str) -> bool:
     raise ScriptError(key, f"expected 1 or 0, got {value!r}")
 
 
+def _account(name: str) -> _Converter:
+    """``name`` (the shape built from the script) or a JSON value sent verbatim."""
+
+    def convert(key: str, value: str) -> str:
+        if value.strip() == name:
+            return name
+        try:
+            json.loads(value)
+        except ValueError:
+            raise ScriptError(key, f"expected {name} or a JSON value, got {value!r}") from None
+        return value
+
+    return convert
+
+
 def _error(key: str, value: str) -> ErrorSpec:
     try:
         return ERRORS[value]
@@ -320,7 +353,6 @@ def _every(key: str, value: str) -> tuple[tuple[int, str, str], ...]:
 
 
 # key -> (Script field, converter). Converters take (key, raw string).
-_Converter = Callable[[str, str], object]
 
 _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "delay-ms": ("delay", _ms),
@@ -356,6 +388,9 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "reasoning-delay-ms": ("reasoning_delay", _ms),
     "reasoning-mode": ("reasoning_mode", lambda k, v: _choice(k, v, REASONING_MODES)),
     "write-batch": ("write_batch", _positive),
+    "server-timings": ("server_timings", _account("llama")),
+    "server-metrics": ("server_metrics", _account("vllm")),
+    "server-queue-ms": ("server_queue", _ms),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.
