@@ -61,17 +61,11 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``reasoning_summary_text.delta`` events at pace D; chat: as ``hidden``).
                             Responses stream the first two as ``response.reasoning_text.delta`` in
                             a ``reasoning`` output item; completions always hide the reasoning
-``server-timings``          ``llama``: llama.cpp's ``timings`` object in chat and completions bodies
-                            and in a stream's last chunk (usage chunk, else finish chunk), from the
-                            script: ``cache_n`` the cached tokens, ``prompt_ms`` = ``ttft-ms``,
-                            ``predicted_ms`` = ``chunk-delay-ms`` x (tokens - 1); or a JSON value,
-                            sent verbatim as ``timings`` (malformed accounts)
-``server-metrics``          ``vllm``: vLLM's top-level ``metrics`` object, only when the request has
-                            ``include_metrics: true``: ``queue_time_ms`` = ``server-queue-ms``,
-                            ``time_to_first_token_ms`` = queue + ``ttft-ms``, ``generation_time_ms``,
-                            ``mean_itl_ms`` = ``chunk-delay-ms``; or a JSON value sent verbatim
-``server-queue-ms``         the queue time vLLM's ``metrics`` report (default 0; the wait itself is
-                            ``delay-ms``) (:mod:`.server_account`)
+``server-timings``          ``llama``: llama.cpp's ``timings`` in chat/completions bodies and a
+                            stream's last chunk, from the script; or a JSON value sent verbatim
+``server-metrics``          ``vllm``: vLLM's ``metrics``, when the request has ``include_metrics``;
+                            or a JSON value sent verbatim (both: :mod:`.server_account`)
+``server-queue-ms``         the ``queue_time_ms`` of vLLM's ``metrics`` (default 0)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...version import __version__
+from ..render.server_split import split_lines
 from ..render.tables import Rows, markdown_table, table
 from ..render.terminal import Output
 from ..render.text import format_duration, triple
@@ -15,6 +16,7 @@ from ..render.triage import triage_lines
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from ..stats.server_split import server_json
 from .plan import Plan, Slo
 from .run import LAG_WARNING_S, RunState
 from .stats import Difference, TargetStats, differs_most
@@ -189,6 +191,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
+        "server": server_json(s.group.group.members),
     }
 
 
@@ -264,6 +267,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         for line in text.split("\n"):
             style = "bold" if line.startswith("The phase that differs most") else None
             out.line(line, style)
+        for line in split_lines((s.label, s.group.group.members) for s in level):
+            out.line(line)  # the server's own account of the TTFT, when it sent one
 
 
 def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
