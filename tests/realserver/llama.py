@@ -56,7 +56,13 @@ class LlamaServer:
 
     @classmethod
     def start(
-        cls, binary: Path, model: Path, shape: ModelShape, log_dir: Path, threads: int = 1
+        cls,
+        binary: Path,
+        model: Path,
+        shape: ModelShape,
+        log_dir: Path,
+        threads: int = 1,
+        cache_prompt: bool = True,
     ) -> LlamaServer:
         port = free_port()
         argv = [
@@ -71,8 +77,10 @@ class LlamaServer:
             "--no-webui",
             "--alias", shape.name,
         ]  # fmt: skip
+        if not cache_prompt:
+            argv.append("--no-cache-prompt")
         service = Service(
-            f"llama-server-{shape.name}-t{threads}",
+            f"llama-server-{shape.name}-t{threads}{'' if cache_prompt else '-nocache'}",
             argv,
             log_dir,
             ready=lambda: http_ok(f"http://127.0.0.1:{port}/health"),

@@ -28,9 +28,9 @@ CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor 
 
 @dataclass(frozen=True)
 class ModelShape:
-    embedding: int = 256
-    layers: int = 4
-    feed_forward: int = 1024
+    embedding: int = 384
+    layers: int = 6
+    feed_forward: int = 1536
     heads: int = 4
     context: int = 2048
 

@@ -1,0 +1,204 @@
+"""Our phases against llama.cpp's own account of the same request (its ``timings``).
+
+What this server does, and the tests pin down (docs/ARCHITECTURE.md, "What a real server taught us"):
+- a stream's response headers go out when the request arrives, before the prompt is processed, so
+  the prefill is inside ``first_token``, and ``network_wait`` (``http.server_wait``) stays short
+  whatever the prompt length;
+- a non-stream response's headers go out with the body, after the whole generation: everything the
+  server did is inside ``network_wait``, and ``response_read`` is the body's parse;
+- ``prompt_ms`` runs from the start of the prompt's processing to the first token's sampling (the
+  first token is the prefill's), ``predicted_ms`` from there to the last token (``predicted_n - 1``
+  decode steps): the server's TTFT and TPOT in our definitions;
+- a repeated prompt comes from the cache (``cache_n``): its prefill, and our ``first_token``, shrink.
+
+Tolerances come from the spread measured on this 2-core machine under the other sessions' load
+(each test prints what it measured); the reasons for each are in the comments.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import openai
+import pytest
+
+from tests.support.span_checks import Captured
+
+from .calls import Observed, call, client
+from .llama import LlamaServer
+
+# What the server does before the headers (parse, tokenize, template, the slot's start, saving the
+# previous prompt to its RAM cache) and after the last token (the body), plus loopback and the SDK's
+# parse: measured 0.4-5 ms on an idle machine, up to 12 ms when the other sessions' tests load both
+# cores (the server's own prompt_ms then varies 160-330 ms for the same 512 tokens). Held to 15 ms.
+OVERHEAD_MAX_MS = 15.0
+# On a loaded machine the server's HTTP thread can send a stream's headers up to ~25 ms into the
+# prefill (measured): that part of the prefill is then in network_wait. Where the prefill lands is
+# therefore checked on medians, as shares: first_token holds >= 85 % of it (measured 88-100 %, 96 %
+# median under load), network_wait <= 15 % (measured 1-12 %).
+PREFILL_IN_FIRST_TOKEN = 0.85
+PREFILL_IN_NETWORK_WAIT = 0.15
+# Our TPOT (arrival of the first -> last token, over n - 1) against predicted_ms / (n - 1): the same
+# window, read at the two ends of one loopback connection. Measured -0.5 to +2.7 % (one +8.7 % with
+# both cores loaded: the server's HTTP thread wrote the last tokens late, which the client did wait for).
+TPOT_REL = 0.15
+# Physical lower bounds (the client cannot see a token before the server made it) get this slack:
+# the two clocks' resolution and the server's rounding to microseconds.
+SLACK_MS = 0.5
+TRIALS = 5
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _stream(
+    captured: Captured, sdk: openai.OpenAI, llama: LlamaServer, tokens: int, salt: int, max_tokens: int = 16
+) -> Observed:
+    return call(captured, sdk, llama, prompt_tokens=tokens, salt=salt, max_tokens=max_tokens, stream=True)
+
+
+def test_first_token_is_the_prefill(instrument: Callable[..., Captured], llama: LlamaServer) -> None:
+    """Streams: the server sends the headers when the slot starts the request (queue behind it,
+    prefill ahead), so the prefill (``prompt_ms``) lands in ``first_token``; ``network_wait`` holds
+    only the request's trip and tokenization. On a loaded machine the server's HTTP thread can send the
+    headers a few ms into the prefill: then that part is in ``network_wait``, never lost."""
+    captured = instrument()
+    sdk = client(llama)
+    seen = [_stream(captured, sdk, llama, tokens=512, salt=salt) for salt in range(10, 10 + TRIALS)]
+    for s in seen:
+        prompt_ms, first_token, wait = (
+            s.timings["prompt_ms"],
+            s.phases["first_token"],
+            s.phases["network_wait"],
+        )
+        print(f"\n  512 tokens: prompt_ms {prompt_ms:.1f}, first_token {first_token:.1f}"
+              f" ({first_token - prompt_ms:+.2f}), network_wait {wait:.2f}")  # fmt: skip
+        assert first_token + wait >= prompt_ms - SLACK_MS  # send -> first token holds the whole prefill
+        assert first_token <= prompt_ms + OVERHEAD_MAX_MS
+        overhead = s.ms("openai_latency.client_overhead.time_to_first_token")
+        assert overhead == pytest.approx(s.ttft_ms - prompt_ms, abs=1e-6)
+    assert _median([s.phases["first_token"] / s.timings["prompt_ms"] for s in seen]) >= PREFILL_IN_FIRST_TOKEN
+    assert (
+        _median([s.phases["network_wait"] / s.timings["prompt_ms"] for s in seen]) <= PREFILL_IN_NETWORK_WAIT
+    )
+    assert (
+        0
+        < _median([s.ms("openai_latency.client_overhead.time_to_first_token") for s in seen])
+        <= 2 * OVERHEAD_MAX_MS
+    )
+
+
+def test_time_per_output_token_is_the_servers_decode_pace(
+    instrument: Callable[..., Captured], llama: LlamaServer
+) -> None:
+    """Where the stream's arrivals were seen, TPOT is the server's decode pace within 15 %. The server
+    sometimes writes many tokens at once (its HTTP thread lags the decode on a loaded machine): then
+    the arrivals are unknown, TPOT is left unset and ``stream.buffered_chunks`` says why; never a
+    pace faster than the server's. Streams until five are measured (idle: all are; with both cores
+    loaded by other tests, 1 in 5 to 4 in 5 were), at most 20."""
+    captured = instrument()
+    sdk = client(llama)
+    measured = 0
+    for salt in range(20, 40):
+        if measured == TRIALS:
+            break
+        s = _stream(captured, sdk, llama, tokens=32, salt=salt, max_tokens=64)
+        theirs = s.timings["predicted_ms"] / (s.timings["predicted_n"] - 1)
+        assert s.ms("openai_latency.server.time_per_output_token") == pytest.approx(theirs, abs=1e-6)
+        if "openai_latency.time_per_output_token" not in s.attributes:
+            print(f"\n  TPOT unset, server {theirs:.3f} ms,"
+                  f" buffered chunks {s.attributes['openai_latency.stream.buffered_chunks']}")  # fmt: skip
+            assert s.attributes["openai_latency.stream.buffered_chunks"] > 0
+            continue
+        measured += 1
+        ours = s.ms("openai_latency.time_per_output_token")
+        print(f"\n  TPOT ours {ours:.3f} ms, server {theirs:.3f} ms ({(ours - theirs) / theirs:+.2%})")
+        assert s.attributes["openai_latency.time_per_output_token.rule"] == "answer_tokens"
+        assert ours == pytest.approx(theirs, rel=TPOT_REL)
+    assert measured == TRIALS, "arrivals seen in 5 of 20 streams"
+
+
+def test_a_non_stream_call_waits_for_everything_in_network_wait(
+    instrument: Callable[..., Captured], llama: LlamaServer
+) -> None:
+    """Non-stream: the headers come with the body, after prefill and decode: ``network_wait`` holds
+    the server's prompt_ms + predicted_ms and the overhead, ``response_read`` only the body's parse."""
+    captured = instrument()
+    sdk = client(llama)
+    seen = [
+        call(captured, sdk, llama, prompt_tokens=256, salt=salt, max_tokens=32, stream=False)
+        for salt in range(30, 30 + TRIALS)
+    ]
+    for s in seen:
+        total, wait = s.server_total_ms, s.phases["network_wait"]
+        print(f"\n  server prompt+predicted {total:.1f} ms, network_wait {wait:.1f} ({wait - total:+.2f}),"
+              f" response_read {s.phases['response_read']:.2f}")  # fmt: skip
+        assert wait >= total - SLACK_MS
+        assert s.attributes["openai_latency.dominant_phase"] == "network_wait"
+    assert _median([s.phases["network_wait"] - s.server_total_ms for s in seen]) <= OVERHEAD_MAX_MS
+    assert _median([s.phases["response_read"] for s in seen]) <= OVERHEAD_MAX_MS
+
+
+def test_ttft_grows_with_the_prompt_in_first_token(
+    instrument: Callable[..., Captured], llama: LlamaServer
+) -> None:
+    """16, 256 and 1,024 prompt tokens (three prompts each): TTFT grows with the server's prefill,
+    and the growth is in ``first_token`` (where this server's prefill happens), not ``network_wait``."""
+    captured = instrument()
+    sdk = client(llama)
+    lengths = (16, 256, 1024)
+    seen = {n: [_stream(captured, sdk, llama, tokens=n, salt=100 + 10 * i + k) for k in range(3)]
+            for i, n in enumerate(lengths)}  # fmt: skip
+
+    def med(n: int, what: Callable[[Observed], float]) -> float:
+        return _median([what(s) for s in seen[n]])
+
+    for n in lengths:
+        print(f"\n  {n:>5} tokens: TTFT {med(n, lambda s: s.ttft_ms):.1f} ms,"
+              f" prompt_ms {med(n, lambda s: s.timings['prompt_ms']):.1f},"
+              f" first_token {med(n, lambda s: s.phases['first_token']):.1f},"
+              f" network_wait {med(n, lambda s: s.phases['network_wait']):.2f} (medians of 3)")  # fmt: skip
+    ttft = [med(n, lambda s: s.ttft_ms) for n in lengths]
+    prefill = [med(n, lambda s: s.timings["prompt_ms"]) for n in lengths]
+    first_token = [med(n, lambda s: s.phases["first_token"]) for n in lengths]
+    wait = [med(n, lambda s: s.phases["network_wait"]) for n in lengths]
+    assert ttft[0] < ttft[1] < ttft[2] and prefill[0] < prefill[1] < prefill[2]
+    growth = prefill[2] - prefill[0]
+    assert ttft[2] - ttft[0] == pytest.approx(growth, abs=OVERHEAD_MAX_MS)
+    assert first_token[2] - first_token[0] >= PREFILL_IN_FIRST_TOKEN * growth
+    assert wait[2] - wait[0] <= PREFILL_IN_NETWORK_WAIT * growth
+    assert all(s.attributes["openai_latency.dominant_phase"] == "first_token" for s in seen[1024])
+
+
+def test_a_repeated_prompt_comes_from_the_cache(
+    instrument: Callable[..., Captured], llama: LlamaServer
+) -> None:
+    """The same 1,024-token prompt twice (three prompts): the second is a cache hit (``cache_n``
+    1,024, one token prefilled), reported in usage and in our attributes, and the prefill time it
+    saved is missing from our ``first_token`` (and TTFT), not from ``network_wait``."""
+    captured = instrument()
+    sdk = client(llama)
+    pairs = []
+    for salt in (50, 51, 52):
+        first = _stream(captured, sdk, llama, tokens=1024, salt=salt)
+        again = _stream(captured, sdk, llama, tokens=1024, salt=salt)
+        pairs.append((first, again))
+        for name, s in (("first", first), ("again", again)):
+            print(f"\n  {name}: cache_n {s.timings['cache_n']}, prompt_n {s.timings['prompt_n']},"
+                  f" prompt_ms {s.timings['prompt_ms']:.1f}, first_token {s.phases['first_token']:.1f},"
+                  f" TTFT {s.ttft_ms:.1f}, network_wait {s.phases['network_wait']:.2f}")  # fmt: skip
+        assert first.timings["cache_n"] <= 1  # at most <s>, shared with any earlier prompt
+        assert again.timings["cache_n"] == 1024 and again.timings["prompt_n"] == 1
+        a = again.attributes
+        assert a["openai_latency.server.cached_prompt_tokens"] == 1024
+        assert a["gen_ai.usage.cache_read.input_tokens"] == 1024
+        assert a["gen_ai.usage.input_tokens"] == 1025
+        assert first.timings["prompt_ms"] - again.timings["prompt_ms"] > 0.5 * first.timings["prompt_ms"]
+    saved = _median([f.timings["prompt_ms"] - a.timings["prompt_ms"] for f, a in pairs])
+    assert _median([f.ttft_ms - a.ttft_ms for f, a in pairs]) == pytest.approx(saved, abs=OVERHEAD_MAX_MS)
+    first_token_saved = _median([f.phases["first_token"] - a.phases["first_token"] for f, a in pairs])
+    assert first_token_saved >= PREFILL_IN_FIRST_TOKEN * saved
+    wait_saved = _median([f.phases["network_wait"] - a.phases["network_wait"] for f, a in pairs])
+    assert wait_saved <= PREFILL_IN_NETWORK_WAIT * saved
