@@ -32,7 +32,7 @@ class ServerSplit:
 
 def _median(values: Iterable[float | None]) -> float | None:
     present = sorted(v for v in values if v is not None)
-    return percentile(present, 0.5) if present else None
+    return round(percentile(present, 0.5), 9) if present else None
 
 
 def server_split(calls: Iterable[Call]) -> ServerSplit | None:
