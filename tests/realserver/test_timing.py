@@ -18,15 +18,18 @@ Tolerances come from the spread measured on this 2-core machine under the other 
 from __future__ import annotations
 
 import statistics
+import threading
+import time
 from collections.abc import Callable
 
 import openai
 import pytest
 
-from tests.support.span_checks import Captured
+from tests.support.span_checks import Captured, attrs, duration_ns
 
 from .calls import Observed, call, client
 from .llama import LlamaServer
+from .tiny_model import prompt_of
 
 # What the server does before the headers (parse, tokenize, template, the slot's start, saving the
 # previous prompt to its RAM cache) and after the last token (the body), plus loopback and the SDK's
@@ -202,3 +205,48 @@ def test_a_repeated_prompt_comes_from_the_cache(
     assert first_token_saved >= PREFILL_IN_FIRST_TOKEN * saved
     wait_saved = _median([f.phases["network_wait"] - a.phases["network_wait"] for f, a in pairs])
     assert wait_saved <= PREFILL_IN_NETWORK_WAIT * saved
+
+
+def test_a_queued_request_waits_in_network_wait(
+    instrument: Callable[..., Captured], llama: LlamaServer
+) -> None:
+    """One slot, two streams: the second waits for the first to finish before its slot starts, and
+    this server sends the headers only when the slot starts, so the queue is in the second call's
+    ``network_wait`` (llama.cpp reports no queue time: its ``client_overhead`` holds it)."""
+    captured = instrument()
+    sdk = client(llama)
+    first: list[Observed] = []
+    thread = threading.Thread(
+        target=lambda: first.append(_stream(captured, sdk, llama, 1024, salt=60, max_tokens=32))
+    )
+    thread.start()
+    time.sleep(0.05)  # the first request is in its prefill
+    messages = [{"role": "user", "content": prompt_of(16, salt=61)}]
+    for _ in sdk.chat.completions.create(
+        model=llama.shape.name,
+        messages=messages,
+        max_tokens=4,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
+        pass
+    thread.join(timeout=60)
+    ops = {attrs(op)["gen_ai.usage.input_tokens"]: op for op in captured.operations()}
+    queued = ops[17]
+    a, phases = (
+        attrs(queued),
+        {s.name.removeprefix("openai."): duration_ns(s) / 1e6 for s in captured.phases(queued)},
+    )
+    busy_ms = first[0].server_total_ms if first else 0.0
+    prefill_ms = a["openai_latency.server.prefill_time"] * 1e3
+    overhead_ms = a["openai_latency.client_overhead.time_to_first_token"] * 1e3
+    print(
+        f"\n  queued behind a {busy_ms:.0f} ms request: network_wait {phases['network_wait']:.1f} ms,"
+        f" first_token {phases['first_token']:.1f}, server prefill {prefill_ms:.1f},"
+        f" client_overhead {overhead_ms:.1f}"
+    )
+    assert first, "the first stream finished"
+    assert phases["network_wait"] >= 0.5 * busy_ms  # it started ~50 ms into the first one's ~450 ms
+    assert phases["first_token"] <= prefill_ms + OVERHEAD_MAX_MS
+    assert overhead_ms >= phases["network_wait"] - SLACK_MS
+    assert a["openai_latency.dominant_phase"] == "network_wait"
