@@ -21,7 +21,6 @@ rest; nothing here raises into a call. :func:`with_metrics` is ``OPENAI_LATENCY_
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,12 +52,16 @@ def _extra(item: Any, name: str) -> Any:
     return getattr(item, name, None)
 
 
+_MAX_MS = 1e12
+"""Above this (32 years) a duration is no duration: skipped like a negative one."""
+
+
 def _ms(source: Mapping[str, Any], key: str) -> int | None:
-    """``source[key]``, milliseconds as a finite number >= 0, in whole nanoseconds; else None."""
+    """``source[key]``, milliseconds as a finite number in [0, 1e12], in whole nanoseconds; else None."""
     value = source.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if not math.isfinite(value) or value < 0:
+    if not 0 <= value <= _MAX_MS:  # NaN fails both comparisons
         return None
     return round(value * 1e6)
 

@@ -10,13 +10,18 @@ with our phases in tests/realserver.
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openai_latency import server_timing
+from openai_latency.config import load_settings
 from openai_latency.routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from tests.support.span_checks import Captured, attrs
 
@@ -228,6 +233,7 @@ MALFORMED = [
     ),
     ({"predicted_ms": 16, "predicted_n": 1}, {"openai_latency.server.decode_time": 0.016}),
     ({"cache_n": -1, "prompt_ms": 1e400}, {}),
+    ({"prompt_ms": 1e300, "predicted_ms": 10**400, "predicted_n": 2}, {}),
     ([1, 2, 3], {}),
     ("fast", {}),
     (None, {}),
@@ -313,3 +319,46 @@ def test_seconds_are_exact_to_the_nanosecond() -> None:
     assert repr(a["openai_latency.server.prefill_time"]) == "0.150945173"
     assert repr(a["openai_latency.server.decode_time"]) == "0.0003"
     assert repr(a["openai_latency.server.time_per_output_token"]) == "0.0001"
+
+
+def test_the_setting_and_its_invalid_values(caplog: pytest.LogCaptureFixture) -> None:
+    assert load_settings(environ={}).server_metrics == "off"
+    assert load_settings(environ={"OPENAI_LATENCY_SERVER_METRICS": " Request "}).server_metrics == "request"
+    assert load_settings({"server_metrics": "request"}, environ={}).server_metrics == "request"
+    with caplog.at_level(logging.WARNING, logger="openai_latency"):
+        assert load_settings(environ={"OPENAI_LATENCY_SERVER_METRICS": "always"}).server_metrics == "off"
+    assert any(
+        "OPENAI_LATENCY_SERVER_METRICS" in r.getMessage() and "off|request" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELD_NAMES = st.sampled_from(
+    ["cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "queue_time_ms",
+     "time_to_first_token_ms", "generation_time_ms", "mean_itl_ms"]
+)  # fmt: skip
+ACCOUNTS = st.dictionaries(FIELD_NAMES, JSON_VALUES, max_size=9) | JSON_VALUES
+
+
+@settings(max_examples=300, deadline=None)
+@given(timings=ACCOUNTS, metrics=ACCOUNTS)
+def test_any_account_gives_valid_attributes_or_none(timings: Any, metrics: Any) -> None:
+    """Whatever JSON a server sends as ``timings``/``metrics``: no exception, and every attribute
+    set is a finite number >= 0 (seconds exact to the ns) or a whole count."""
+    for item in ({"timings": timings}, {"metrics": metrics}, {"timings": timings, "metrics": metrics}):
+        out = server_timing.server_attributes(item)
+        assert isinstance(out, dict)
+        for key, value in out.items():
+            assert key in SERVER_KEYS
+            if key == "openai_latency.server.cached_prompt_tokens":
+                assert isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            else:
+                assert isinstance(value, float) and math.isfinite(value) and value >= 0
+                assert round(value, 9) == value
