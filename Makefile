@@ -96,8 +96,8 @@ stack-test: $(STAMP) stack-build
 
 # llama-server from the llama-cpp-python sdist on PyPI (cmake, CPU only), cached by version:
 # about 8 minutes cold on 2 cores, then reused.
-realserver-build:
-	bash scripts/build-llama-server.sh >/dev/null
+realserver-build: $(REALSERVER_STAMP)
+	PYTHON=$(abspath $(PY)) bash scripts/build-llama-server.sh >/dev/null
 
 # tests/realserver: not part of `make test` (pyproject's addopts ignore it unless named).
 realserver-test: $(REALSERVER_STAMP) realserver-build
