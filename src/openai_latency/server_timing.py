@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import semconv as sc
-from ._guard import guarded
+from ._guard import guarded, report
 from .attributes import is_given
 from .model import Attributes, OperationKind
 
@@ -39,17 +39,6 @@ SERVER_SECONDS = (
     sc.OPENAI_LATENCY_SERVER_DECODE_TIME,
     sc.OPENAI_LATENCY_SERVER_TIME_PER_OUTPUT_TOKEN,
 )
-
-
-def _extra(item: Any, name: str) -> Any:
-    """Field ``name`` of an SDK response object that the SDK's model does not declare: pydantic v2
-    keeps it in ``__pydantic_extra__``; a v1 model or a plain object as an attribute; a dict as a key."""
-    if isinstance(item, Mapping):
-        return item.get(name)
-    extra = getattr(item, "__pydantic_extra__", None)
-    if isinstance(extra, dict):
-        return extra.get(name)
-    return getattr(item, name, None)
 
 
 _MAX_MS = 1e12
@@ -110,20 +99,30 @@ def vllm(metrics: Mapping[str, Any]) -> Attributes:
     return out
 
 
-@guarded()
-def server_attributes(item: Any) -> Attributes:
+def server_attributes(item: Any) -> Attributes | None:
     """The ``openai_latency.server.*`` attributes of a response body or final chunk carrying
     llama.cpp ``timings`` or vLLM ``metrics``; ``{}`` when it carries neither (or ``item`` is None),
-    None when reading it failed (reported once)."""
-    if item is None:
+    None when reading it failed (reported once). Fields the SDK's model does not declare: pydantic v2
+    keeps them in ``__pydantic_extra__`` (empty on most responses: one attribute read, then done);
+    a v1 model or a stand-in as attributes; a dict as keys."""
+    try:
+        if item is None:
+            return {}
+        extra = item if isinstance(item, Mapping) else getattr(item, "__pydantic_extra__", None)
+        if extra is None:
+            extra = {"timings": getattr(item, "timings", None), "metrics": getattr(item, "metrics", None)}
+        elif not extra:
+            return {}
+        timings = extra.get("timings")
+        if isinstance(timings, Mapping):
+            return llama_cpp(timings)
+        metrics = extra.get("metrics")
+        if isinstance(metrics, Mapping):
+            return vllm(metrics)
         return {}
-    timings = _extra(item, "timings")
-    if isinstance(timings, Mapping):
-        return llama_cpp(timings)
-    metrics = _extra(item, "metrics")
-    if isinstance(metrics, Mapping):
-        return vllm(metrics)
-    return {}
+    except Exception:
+        report("server_timing.server_attributes")
+        return None
 
 
 def client_overhead(summary: Mapping[str, Any]) -> Attributes:
@@ -150,7 +149,14 @@ SERVER_METRICS = (
 
 def metric_points(summary: Mapping[str, Any]) -> list[tuple[str, float]]:
     """(histogram attribute, seconds) of the server's account in a finished call's summary (a
-    negative client overhead, two clocks that disagree, stays on the span only)."""
+    negative client overhead, two clocks that disagree, stays on the span only). Most calls have
+    none: three lookups (a prefill or an overhead comes only with a time to first token)."""
+    if (
+        sc.OPENAI_LATENCY_SERVER_TIME_TO_FIRST_TOKEN not in summary
+        and sc.OPENAI_LATENCY_SERVER_QUEUE_TIME not in summary
+        and sc.OPENAI_LATENCY_SERVER_TIME_PER_OUTPUT_TOKEN not in summary
+    ):
+        return []
     return [
         (instrument, value)
         for key, instrument in SERVER_METRICS
