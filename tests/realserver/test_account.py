@@ -22,14 +22,14 @@ def test_span_tree_usage_and_the_servers_account(
 ) -> None:
     captured = instrument()
     seen = call(
-        captured, client(llama), llama, prompt_tokens=40, salt=1 + stream, max_tokens=24, stream=stream
+        captured, client(llama), llama, prompt_tokens=120, salt=1 + stream, max_tokens=24, stream=stream
     )
     a, t = seen.attributes, seen.timings
     tail = ["first_token", "stream_drain"] if stream else ["response_read"]
     assert seen.phase_names == ["request_build", "network_wait", *tail]
     assert a["openai_latency.attempts"] == 1
-    # usage: the prompt's 40 words and <s>, all generated tokens (EOS can never win: max_tokens)
-    assert a["gen_ai.usage.input_tokens"] == 41 == t["prompt_n"] + t["cache_n"]
+    # usage: the prompt's 120 words and <s>, all generated tokens (EOS can never win: max_tokens)
+    assert a["gen_ai.usage.input_tokens"] == 121 == t["prompt_n"] + t["cache_n"]
     assert a["gen_ai.usage.output_tokens"] == 24 == t["predicted_n"]
     assert a["gen_ai.response.finish_reasons"] == ("length",)
     assert a.get("gen_ai.usage.cache_read.input_tokens", 0) == t["cache_n"]
@@ -55,7 +55,7 @@ def test_span_tree_usage_and_the_servers_account(
 
 def test_the_server_metrics_points(instrument: Callable[..., Captured], llama: LlamaServer) -> None:
     captured = instrument()
-    seen = call(captured, client(llama), llama, prompt_tokens=20, salt=3, max_tokens=8, stream=True)
+    seen = call(captured, client(llama), llama, prompt_tokens=120, salt=3, max_tokens=8, stream=True)
     data = captured.metric_reader.get_metrics_data()
     sums = {
         metric.name: [point.sum for point in metric.data.data_points]

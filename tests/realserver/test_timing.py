@@ -239,7 +239,8 @@ def test_a_queued_request_waits_in_network_wait(
     )
     busy_ms = first[0].server_total_ms if first else 0.0
     prefill_ms = a["openai_latency.server.prefill_time"] * 1e3
-    overhead_ms = a["openai_latency.client_overhead.time_to_first_token"] * 1e3
+    # unset when TTFT is (its first token already waiting at the hand-over: see calls.Observed.ttft_ms)
+    overhead_ms = a.get("openai_latency.client_overhead.time_to_first_token", 0.0) * 1e3
     print(
         f"\n  queued behind a {busy_ms:.0f} ms request: network_wait {phases['network_wait']:.1f} ms,"
         f" first_token {phases['first_token']:.1f}, server prefill {prefill_ms:.1f},"
@@ -248,5 +249,6 @@ def test_a_queued_request_waits_in_network_wait(
     assert first, "the first stream finished"
     assert phases["network_wait"] >= 0.5 * busy_ms  # it started ~50 ms into the first one's ~450 ms
     assert phases["first_token"] <= prefill_ms + OVERHEAD_MAX_MS
-    assert overhead_ms >= phases["network_wait"] - SLACK_MS
+    if "openai_latency.time_to_first_token" in a:
+        assert overhead_ms >= phases["network_wait"] - SLACK_MS
     assert a["openai_latency.dominant_phase"] == "network_wait"
