@@ -92,10 +92,6 @@ class StreamStats:
     token_gap_ns: int = 0
     token_gaps: int = 0
     """Observed server-side gaps between token chunks (arrival to arrival), sum and count."""
-    first_burst: int = 0
-    """Buffered token chunks right after the first token, before any observed gap between tokens:
-    tokens that arrived with it. Many means the first token arrived late (the server held its writes
-    back), so a window from it would understate the pace (:func:`.token_times.time_per_output_token`)."""
     token_gap_ns_to_answer: int = 0
     token_gaps_to_answer: int = 0
     """The two sums above as they stood at the first answer chunk (the answer window's start)."""

@@ -219,8 +219,6 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     if channel | seen == seen:  # the common case: one more token of a channel already seen
         if gap:
             _token_gap(op, st, index, gap, t1)
-        elif not st.token_gaps:  # buffered, and no gap between tokens observed yet: it came with the first
-            st.first_burst += 1
     else:
         _new_channel(op, st, channel, index, gap, t1)
     st.token_chunks += 1

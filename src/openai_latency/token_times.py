@@ -116,19 +116,8 @@ def time_per_output_token(
     last = st.last_token_ns
     window = last - first_known
     doubt = (first - first_known) + (last - st.last_token_known_ns)
-    steps = tokens - 1
-    # Tokens that arrived together with the window's first token were made before it arrived (a
-    # server that held its first writes back: llama.cpp on a loaded machine, 1.0 ms read for a 2.1
-    # ms decode): the window holds the decode of the tokens after them only. Up to a tenth of the
-    # steps (a fast server's few tokens per write) is left as it was (at most that much short);
-    # more are taken out of the count, as long as a quarter of the steps remains to measure.
-    burst = st.first_burst if first == timeline.first_token_ns else 0
-    if burst * 10 > steps:
-        steps -= burst
-        if steps * 4 < tokens - 1:
-            window = 0  # nearly all of it came at once: no pace to see
     if window > 0 and doubt <= window * SURE_SHARE:
-        return seconds(round(window / steps)), rule
+        return seconds(round(window / (tokens - 1))), rule
     if gaps and gaps * 2 >= chunks - 1:
         return seconds(round(gap_ns / gaps * (chunks - 1) / (tokens - 1))), rule
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ class Observed:
     phase_names: list[str]
     timings: dict[str, Any]
     usage: Any
+    token_ns: list[int]
+    """Streams: when the caller got each content chunk (``perf_counter_ns``, the caller's own clock)."""
 
     def ms(self, key: str) -> float:
         return float(self.attributes[key]) * 1000.0
@@ -62,12 +65,15 @@ def call(
     the way an application does; the exported spans read back."""
     captured.clear()
     messages = [{"role": "user", "content": prompt_of(prompt_tokens, salt)}]
+    token_ns: list[int] = []
     kwargs: dict[str, Any] = {"model": server.shape.name, "messages": messages, "max_tokens": max_tokens}
     if stream:
         last = None
         for chunk in sdk.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         ):
+            if chunk.choices and chunk.choices[0].delta.content:
+                token_ns.append(time.perf_counter_ns())
             last = chunk
         assert last is not None
         body = last
@@ -81,4 +87,4 @@ def call(
         names.append(name)
         phases[name] = phases.get(name, 0.0) + duration_ns(span) / MS
     extra = body.model_extra or {}
-    return Observed(attrs(op), phases, names, extra["timings"], body.usage)
+    return Observed(attrs(op), phases, names, extra["timings"], body.usage, token_ns)
