@@ -21,12 +21,20 @@ from .tiny_model import prompt_of
 PROMPT_TOKENS = 256
 MAX_TOKENS = 32
 REQUESTS = 8
-# bench's p50 against the plain client's p50, each over 8 requests per server, the two clients one
-# after the other. The difference is the SDK's and the instrumentation's cost (< 1 ms) plus the
-# run-to-run spread of the server itself: measured within 4 % (TTFT) and 3 % (TPOT), up to 9 % with
-# both cores loaded by other tests. Held to 15 % + 2 ms.
-REL = 0.15
-ABS_S = 0.002
+# bench's p50s against the plain client's, each over 8 requests per server, the two clients one
+# after the other. The server's own pace drifts between the two runs when other work shares the
+# 2 cores (its decode p50 moved 2.32 -> 1.93 ms between them once), so each client is first read
+# against the server's account of its own requests:
+# - TTFT - prefill (the client's overhead, the same quantity for both clients): bench's within
+#   10 ms of the plain client's (measured 2-5 ms apart: bench's clock starts at create(), before the
+#   SDK builds the request, the plain client's after http.client wrote it);
+# - TPOT / the server's decode pace: bench's ratio within 0.10 of the plain client's (measured
+#   0.997-1.062 for bench, 0.997-1.000 for the plain client).
+# And the raw p50s: TTFT within 20 % (measured -8 to +13 %); TPOT raw is not compared (the drift
+# above alone moved it 15-40 %).
+OVERHEAD_DIFF_S = 0.010
+PACE_RATIO_DIFF = 0.10
+TTFT_REL = 0.20
 
 
 def plain_stream(server: LlamaServer, prompt: str) -> dict[str, Any]:
@@ -97,19 +105,27 @@ def test_bench_ranks_the_servers_as_their_own_timings_do(
     for name in ("small", "large"):
         ours, theirs = bench[name], plain[name]
         ttft, tpot = p50([r["ttft"] for r in theirs]), p50([r["tpot"] for r in theirs])
-        print(
-            f"\n  {name}: server prefill {server[name]['prefill'] * 1e3:.1f} ms, decode"
-            f" {server[name]['decode'] * 1e3:.2f} ms/token; bench TTFT p50 {ours['ttft']['p50'] * 1e3:.1f} ms"
-            f" vs plain {ttft * 1e3:.1f}; bench TPOT p50 {ours['tpot']['p50'] * 1e3:.2f} ms vs plain"
-            f" {tpot * 1e3:.2f}; bench's split: {ours['server']}"
-        )
-        assert ours["requests"] == REQUESTS and ours["errors"] == 0
-        assert abs(ours["ttft"]["p50"] - ttft) <= REL * ttft + ABS_S
-        assert abs(ours["tpot"]["p50"] - tpot) <= REL * tpot + ABS_S
         split = ours["server"]
         assert split is not None and split["calls"] == REQUESTS and split["cached_tokens"] <= 1
         assert split["prefill"] == split["server_ttft"]
         assert 0 < split["overhead"] < split["ttft"]
+        bench_overhead = ours["ttft"]["p50"] - split["prefill"]
+        plain_overhead = ttft - server[name]["prefill"]
+        bench_ratio = ours["tpot"]["p50"] / split["server_tpot"]
+        plain_ratio = tpot / server[name]["decode"]
+        print(
+            f"\n  {name}: TTFT p50 bench {ours['ttft']['p50'] * 1e3:.1f} ms"
+            f" (prefill {split['prefill'] * 1e3:.1f}),"
+            f" plain {ttft * 1e3:.1f} ms (prefill {server[name]['prefill'] * 1e3:.1f}): overheads"
+            f" {bench_overhead * 1e3:.1f} / {plain_overhead * 1e3:.1f} ms; TPOT p50 bench"
+            f" {ours['tpot']['p50'] * 1e3:.2f} ms (server {split['server_tpot'] * 1e3:.2f}), plain"
+            f" {tpot * 1e3:.2f} ms (server {server[name]['decode'] * 1e3:.2f}): ratios {bench_ratio:.3f} /"
+            f" {plain_ratio:.3f}"
+        )
+        assert ours["requests"] == REQUESTS and ours["errors"] == 0
+        assert abs(bench_overhead - plain_overhead) <= OVERHEAD_DIFF_S
+        assert abs(bench_ratio - plain_ratio) <= PACE_RATIO_DIFF
+        assert abs(ours["ttft"]["p50"] - ttft) <= TTFT_REL * ttft
     # the servers' own account ranks them: the large model is slower in prefill and in decode
     assert server["small"]["prefill"] < server["large"]["prefill"]
     assert server["small"]["decode"] < server["large"]["decode"]
