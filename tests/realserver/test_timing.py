@@ -21,6 +21,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import openai
 import pytest
@@ -228,21 +229,28 @@ def test_a_queued_request_waits_in_network_wait(
     ``network_wait`` (llama.cpp reports no queue time: its ``client_overhead`` holds it)."""
     captured = instrument()
     sdk = client(llama)
-    first: list[Observed] = []
-    thread = threading.Thread(
-        target=lambda: first.append(_stream(captured, sdk, llama, 1024, salt=60, max_tokens=32))
-    )
+    captured.clear()
+    first: list[dict[str, Any]] = []  # the first stream's timings
+
+    def stream(tokens: int, salt: int, max_tokens: int) -> dict[str, Any]:
+        messages = [{"role": "user", "content": prompt_of(tokens, salt=salt)}]
+        last = None
+        for chunk in sdk.chat.completions.create(
+            model=llama.shape.name,
+            messages=messages,
+            max_tokens=max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+        ):
+            last = chunk
+        assert last is not None and last.model_extra is not None
+        timings: dict[str, Any] = last.model_extra["timings"]
+        return timings
+
+    thread = threading.Thread(target=lambda: first.append(stream(1024, 60, 32)))
     thread.start()
     time.sleep(0.05)  # the first request is in its prefill
-    messages = [{"role": "user", "content": prompt_of(16, salt=61)}]
-    for _ in sdk.chat.completions.create(
-        model=llama.shape.name,
-        messages=messages,
-        max_tokens=4,
-        stream=True,
-        stream_options={"include_usage": True},
-    ):
-        pass
+    stream(16, 61, 4)
     thread.join(timeout=60)
     ops = {attrs(op)["gen_ai.usage.input_tokens"]: op for op in captured.operations()}
     queued = ops[17]
@@ -250,7 +258,7 @@ def test_a_queued_request_waits_in_network_wait(
         attrs(queued),
         {s.name.removeprefix("openai."): duration_ns(s) / 1e6 for s in captured.phases(queued)},
     )
-    busy_ms = first[0].server_total_ms if first else 0.0
+    busy_ms = first[0]["prompt_ms"] + first[0]["predicted_ms"] if first else 0.0
     prefill_ms = a["openai_latency.server.prefill_time"] * 1e3
     # unset when TTFT is (its first token already waiting at the hand-over: see calls.Observed.ttft_ms)
     overhead_ms = a.get("openai_latency.client_overhead.time_to_first_token", 0.0) * 1e3
