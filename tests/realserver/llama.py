@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,17 +110,3 @@ class LlamaServer:
     def chat_plain(self, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
         body = {"model": self.shape.name, "messages": [{"role": "user", "content": prompt}]}
         return self.post("/v1/chat/completions", {**body, "max_tokens": max_tokens, **extra})
-
-
-def wait_idle(server: LlamaServer, timeout: float = 10.0) -> None:
-    """Until the server's one slot is idle (a stream the client closed early may still be decoding)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/slots", timeout=5) as response:
-                slots = json.loads(response.read())
-            if not any(slot.get("is_processing") for slot in slots):
-                return
-        except OSError:
-            return  # /slots disabled: nothing to wait for
-        time.sleep(0.05)
