@@ -274,6 +274,6 @@ def test_a_queued_request_waits_in_network_wait(
     assert first, "the first stream finished"
     assert phases["network_wait"] >= 0.5 * busy_ms  # it started ~50 ms into the first one's ~450 ms
     assert phases["first_token"] <= prefill_ms + OVERHEAD_MAX_MS
-    if "openai_latency.time_to_first_token" in a:
-        assert overhead_ms >= phases["network_wait"] - SLACK_MS
+    if "openai_latency.time_to_first_token" in a:  # the queue is most of the client overhead
+        assert overhead_ms >= 0.9 * phases["network_wait"]
     assert a["openai_latency.dominant_phase"] == "network_wait"
