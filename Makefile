@@ -8,6 +8,10 @@
 # and, with Go >= 1.24.6 (CI runs it after `make test`, see .ci/run):
 #   make stack-test  the real Collector, Jaeger v2 and Prometheus on loopback with the project's
 #               configs (scripts/build-stack.sh builds them once into ~/.cache/openai-latency)
+# and, with cmake and a C++ compiler (CI runs it after the stack test):
+#   make realserver-test  llama.cpp's llama-server (scripts/build-llama-server.sh builds it once
+#               from the llama-cpp-python sdist into ~/.cache/openai-latency) serving a tiny random
+#               model generated at test time: every timing compared with the server's own account
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -15,8 +19,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
+REALSERVER_STAMP := $(VENV)/.realserver-installed
 
-.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test dist dist-check clean
+.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test realserver-build realserver-test dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -71,14 +76,18 @@ dist: $(STAMP)
 dist-check: dist
 	OPENAI_LATENCY_DIST=dist bash scripts/pytest.sh $(PY) tests/installed
 
+$(REALSERVER_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist,realserver]"
+	touch $(REALSERVER_STAMP)
+
 # -k: every part runs and reports, and the target fails if any did
 test:
 	$(MAKE) -k lint matrix peer dist-check
 
-# Both halves always run; the target fails if either failed.
+# Every part always runs; the target fails if any failed.
 check:
-	@status=0; $(MAKE) test || status=1; $(MAKE) stack-test || status=1; \
-	if [ $$status -ne 0 ]; then echo "make check: FAILED (see above: make test and/or make stack-test)" >&2; fi; \
+	@status=0; $(MAKE) test || status=1; $(MAKE) stack-test || status=1; $(MAKE) realserver-test || status=1; \
+	if [ $$status -ne 0 ]; then echo "make check: FAILED (see above: make test, stack-test and/or realserver-test)" >&2; fi; \
 	exit $$status
 
 # Builds (or finds in its cache) the Collector and Jaeger, installs Prometheus if missing.
@@ -89,6 +98,15 @@ stack-build:
 # STACK_TEST_COLLECTOR_CONFIG=path runs the single-collector tests with another collector config.
 stack-test: $(STAMP) stack-build
 	bash scripts/pytest.sh $(PY) tests/realstack -v -s
+
+# llama-server from the llama-cpp-python sdist on PyPI (cmake, CPU only), cached by version:
+# about 8 minutes cold on 2 cores, then reused.
+realserver-build: $(REALSERVER_STAMP)
+	PYTHON=$(abspath $(PY)) bash scripts/build-llama-server.sh >/dev/null
+
+# tests/realserver: not part of `make test` (pyproject's addopts ignore it unless named).
+realserver-test: $(REALSERVER_STAMP) realserver-build
+	bash scripts/pytest.sh $(PY) tests/realserver -v -s
 
 clean:
 	rm -rf $(VENV) .venv-matrix .cache .pytest_cache .mypy_cache .ruff_cache

@@ -202,7 +202,7 @@ LAYERS = (
     ("metrics",),
     ("model",),
     ("attributes", "errors", "routing"),
-    ("timeline", "stream_usage", "messages"),
+    ("timeline", "stream_usage", "messages", "server_timing"),
     ("token_times",),
     ("summary", "content", "http_trace", "deferred"),
     ("operation",),

@@ -237,6 +237,26 @@ def build() -> dict[str, Any]:
         unit="short",
     )
 
+    server_ttft = "openai_latency_server_time_to_first_token_seconds"
+    overhead = "openai_latency_client_overhead_time_to_first_token_seconds"
+    d.panel(
+        "Time to first token: the server's share and the rest (p50 by model)",
+        "For servers that report their own account of each request (llama.cpp's timings; vLLM's "
+        "per-request metrics when OPENAI_LATENCY_SERVER_METRICS=request asks for them): "
+        "openai_latency.server.time_to_first_token (the server's queue, when it reports one, and its "
+        "prefill) against openai_latency.client_overhead.time_to_first_token (the client's time to "
+        "first token minus the server's: network and client, plus any queueing the server does not "
+        "report, as llama.cpp does not). A growing server share: the model or its queue; a growing "
+        "rest: the network, a gateway or the client. Streams only. In the example load, the fast "
+        "stream scenario's fake server sends llama.cpp-shaped timings.",
+        [
+            percentile(0.5, server_ttft, MODEL, legend=f"server {label(MODEL)}"),
+            percentile(0.5, overhead, MODEL, legend=f"network and client {label(MODEL)}"),
+        ],
+        unit="s",
+        w=24,
+    )
+
     d.row("Where the time goes: phases")
     phase = "openai_latency_phase"
     d.panel(

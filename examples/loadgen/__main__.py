@@ -40,7 +40,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         14,
         "gpt-4o-mini",
         True,
-        {"x-fake-ttft-ms": "120", "x-fake-chunks": "30", "x-fake-chunk-delay-ms": "15"},
+        # the fake server also sends llama.cpp-shaped timings (the dashboard's client vs server panel)
+        {
+            "x-fake-ttft-ms": "120",
+            "x-fake-chunks": "30",
+            "x-fake-chunk-delay-ms": "15",
+            "x-fake-server-timings": "llama",
+        },
     ),
     Scenario("fast-json", 20, "gpt-4o-mini", False, {"x-fake-delay-ms": "250"}),
     Scenario(

@@ -17,11 +17,13 @@ _log = logging.getLogger("openai_latency")
 
 PhaseSpans = Literal["detailed", "phases", "off"]
 StreamUsage = Literal["off", "inject"]
+ServerMetrics = Literal["off", "request"]
 CaptureContent = Literal["no_content", "span_only", "event_only", "span_and_event"]
 """The values of the GenAI semantic conventions' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
 
 PHASE_SPANS_MODES: tuple[PhaseSpans, ...] = get_args(PhaseSpans)
 STREAM_USAGE_MODES: tuple[StreamUsage, ...] = get_args(StreamUsage)
+SERVER_METRICS_MODES: tuple[ServerMetrics, ...] = get_args(ServerMetrics)
 CONTENT_MODES: tuple[CaptureContent, ...] = get_args(CaptureContent)
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -36,6 +38,9 @@ class Settings:
     """``openai_latency.phase.duration`` points (one per phase and http.* sub-phase of every call)."""
     stream_usage: StreamUsage = "off"
     """``inject``: add ``stream_options.include_usage`` to chat streams that do not set it."""
+    server_metrics: ServerMetrics = "off"
+    """``request``: add ``include_metrics: true`` to chat and completions requests (vLLM's per-request
+    metrics); opt-in, since another server may reject the unknown field."""
     stall_threshold: float = 2.0
     """Seconds: a server-side gap between two chunks longer than this is a stall event."""
     trace_dns: bool = False
@@ -105,6 +110,11 @@ _FIELDS: dict[str, tuple[str, Callable[[str], object], str]] = {
         "OPENAI_LATENCY_STREAM_USAGE",
         _choice(STREAM_USAGE_MODES),
         "|".join(STREAM_USAGE_MODES),
+    ),
+    "server_metrics": (
+        "OPENAI_LATENCY_SERVER_METRICS",
+        _choice(SERVER_METRICS_MODES),
+        "|".join(SERVER_METRICS_MODES),
     ),
     "stall_threshold": ("OPENAI_LATENCY_STALL_THRESHOLD", _positive_float, "a number of seconds > 0"),
     "trace_dns": ("OPENAI_LATENCY_TRACE_DNS", _bool, "true|false"),

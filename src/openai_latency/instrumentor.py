@@ -71,7 +71,8 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Phase-level latency spans and metrics for every OpenAI SDK call.
 
     ``instrument(tracer_provider=..., meter_provider=..., logger_provider=..., phase_spans=...,
-    stall_threshold=..., stream_usage=..., trace_dns=..., propagate=..., capture_content=...,
+    stall_threshold=..., stream_usage=..., server_metrics=..., trace_dns=..., propagate=...,
+    capture_content=...,
     content_max_length=...)``;
     each setting also reads its environment variable (see README).
     """

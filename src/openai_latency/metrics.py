@@ -90,6 +90,8 @@ class Measurements:
     chunk_gaps: Iterable[float] = ()
     retries: list[str] = field(default_factory=list)
     """error.type of every retried attempt."""
+    server: Iterable[tuple[str, float]] = ()
+    """(histogram attribute of :class:`Metrics`, seconds): the server's own account of the call."""
 
 
 # attribute of Metrics -> (instrument name, unit, description, bucket advice)
@@ -137,6 +139,36 @@ _HISTOGRAMS = {
         "Server-side time per output token after the first.",
         TIME_PER_OUTPUT_TOKEN_BUCKETS,
     ),
+    "server_queue_time": (
+        "openai_latency.server.queue_time",
+        "s",
+        "Time the request queued in the server before it was scheduled, as the server reports it (vLLM).",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "server_prefill_time": (
+        "openai_latency.server.prefill_time",
+        "s",
+        "Prompt processing (prefill) of the uncached prompt tokens, as the server reports it.",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "server_time_to_first_token": (
+        "openai_latency.server.time_to_first_token",
+        "s",
+        "Time to first token as the server reports it (llama.cpp timings, vLLM metrics).",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    "server_time_per_output_token": (
+        "openai_latency.server.time_per_output_token",
+        "s",
+        "Decode time per output token after the first, as the server reports it.",
+        TIME_PER_OUTPUT_TOKEN_BUCKETS,
+    ),
+    "client_overhead_time_to_first_token": (
+        "openai_latency.client_overhead.time_to_first_token",
+        "s",
+        "Client time to first token minus the server's: network and client (streams).",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
     "phase_duration": (
         "openai_latency.phase.duration",
         "s",
@@ -156,6 +188,11 @@ class Metrics:
     reasoning_duration: Histogram
     time_per_output_token: Histogram
     phase_duration: Histogram
+    server_queue_time: Histogram
+    server_prefill_time: Histogram
+    server_time_to_first_token: Histogram
+    server_time_per_output_token: Histogram
+    client_overhead_time_to_first_token: Histogram
 
     def __init__(self, meter: Meter) -> None:
         for attribute, (name, unit, description, buckets) in _HISTOGRAMS.items():
@@ -197,5 +234,7 @@ class Metrics:
             self.time_per_output_chunk.record(gap, base, context=UNLINKED)
         for phase, seconds in m.phases:
             self.phase_duration.record(seconds, {**base, sc.OPENAI_LATENCY_PHASE: phase}, context=context)
+        for instrument, seconds in m.server:
+            getattr(self, instrument).record(seconds, base, context=context)
         for error_type in m.retries:
             self.retries.add(1, {**base, sc.ERROR_TYPE: error_type}, context=UNLINKED)

@@ -108,6 +108,9 @@ class StreamStats:
     usage: Any = None
     """The SDK's usage object of the stream (chat: the usage chunk's; Responses: the final one's)."""
     finish_reasons: list[str] | None = None
+    server_item: Any = None
+    """The last chunk that carried the server's own account (llama.cpp ``timings``, vLLM
+    ``metrics``): read once, when the call ends (:func:`.server_timing.server_attributes`)."""
     error_item: Any = None
     """The provider's error object (``ResponseError``, an ``error`` event...) that ended the stream."""
 

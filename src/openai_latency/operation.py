@@ -19,6 +19,7 @@ from . import deferred, errors
 from . import semconv as sc
 from ._guard import guarded, report
 from .model import Attributes, OperationKind, StreamStats, Telemetry
+from .server_timing import server_attributes
 from .summary import call_summary, measurements, stream_summary
 from .timeline import EPOCH_OFFSET_NS, Phase, Timeline, clock, seconds, subphase_attributes
 
@@ -74,6 +75,9 @@ class Operation:
             error = None
             try:
                 result_attributes = self.result_attributes = attrs.response_attributes(result)
+                account = server_attributes(result)
+                if account:
+                    result_attributes.update(account)
                 if self.kind.operation == "chat":
                     reasoning_tokens = result_attributes.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)
                     visibility = attrs.reasoning_visibility(result, reasoning_tokens)

@@ -29,7 +29,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from . import attributes as attrs
-from . import content, http_trace, stream_usage
+from . import content, http_trace, server_timing, stream_usage
 from . import semconv as sc
 from ._guard import guarded, report
 from .model import Args, Attributes, Kwargs, OperationKind, Telemetry, Wrapped, Wrapper
@@ -49,6 +49,7 @@ class Hooks:
         self.telemetry = telemetry
         self.settings = telemetry.settings
         self.inject_usage = telemetry.settings.stream_usage == "inject"
+        self.request_metrics = telemetry.settings.server_metrics == "request"
         self.capture_content = telemetry.settings.capture_content != "no_content"
         self._active = True
         """Read once at each wrapper's entry (one attribute read): False after uninstrument()."""
@@ -149,6 +150,8 @@ class Hooks:
                 injected = stream_usage.with_usage(kind, kwargs)
                 if injected is not None:
                     kwargs, op.usage_injected = injected, True
+            if self.request_metrics:
+                kwargs = server_timing.with_metrics(kind, kwargs) or kwargs
             return self.run_sync(op, wrapped, args, kwargs, kwargs.get("stream") is True)
 
         return wrapper
@@ -158,8 +161,11 @@ class Hooks:
             if not self._active or CURRENT.get() is not None or not is_instrumentation_enabled():
                 return wrapped(*args, **kwargs)
             injected = stream_usage.with_usage(kind, kwargs) if self.inject_usage else None
+            sent = kwargs if injected is None else injected
+            if self.request_metrics:
+                sent = server_timing.with_metrics(kind, sent) or sent
             # argument errors stay raised at call time
-            coro = wrapped(*args, **(kwargs if injected is None else injected))
+            coro = wrapped(*args, **sent)
             return self._await_operation(kind, instance, kwargs, coro, injected is not None)
 
         return wrapper

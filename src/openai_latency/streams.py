@@ -47,12 +47,25 @@ in ``__pydantic_extra__``, read as a dict (``getattr`` of an absent name on such
 catches an AttributeError inside pydantic, ~2 µs a chunk)."""
 
 
+def _note_account(st: StreamStats, chunk: Any) -> None:
+    """Keeps ``chunk`` when it carries the server's account (llama.cpp puts ``timings`` on the last
+    chunk: the usage chunk, or the finish chunk without ``include_usage``; vLLM its ``metrics``).
+    Called for finish and usage chunks only: a dict lookup or two, a few times per stream."""
+    extra = getattr(chunk, "__pydantic_extra__", None)
+    if extra:
+        if "timings" in extra or "metrics" in extra:
+            st.server_item = chunk
+    elif extra is None and (getattr(chunk, "timings", None) or getattr(chunk, "metrics", None)):
+        st.server_item = chunk  # a pydantic v1 model or a stand-in
+
+
 def _observe_chat(st: StreamStats, chunk: Any) -> int:
     if st.first_attributes is None:  # read now: no chunk is kept alive (O(1) memory per stream)
         st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
+        _note_account(st, chunk)
     # The SDK builds chunks without validation: any field may hold any JSON, so every read has a default.
     choices = getattr(chunk, "choices", None)
     if not choices or not isinstance(choices, list):
@@ -62,6 +75,7 @@ def _observe_chat(st: StreamStats, chunk: Any) -> int:
         reason = getattr(choice, "finish_reason", None)
         if reason:
             _add_finish_reason(st, reason)
+            _note_account(st, chunk)
         delta = getattr(choice, "delta", None)
         if delta is None:
             continue
@@ -90,6 +104,7 @@ def _observe_completions(st: StreamStats, chunk: Any) -> int:
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         st.usage = usage
+        _note_account(st, chunk)
     choices = getattr(chunk, "choices", None)
     if not choices or not isinstance(choices, list):
         return 0
@@ -98,6 +113,7 @@ def _observe_completions(st: StreamStats, chunk: Any) -> int:
         reason = getattr(choice, "finish_reason", None)
         if reason:
             _add_finish_reason(st, reason)
+            _note_account(st, chunk)
         if getattr(choice, "text", None):
             channel = ANSWER
     return channel

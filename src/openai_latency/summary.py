@@ -15,6 +15,7 @@ from . import semconv as sc
 from .attributes import header_attributes, response_attributes, usage_attributes
 from .metrics import Measurements, metric_attributes
 from .model import Attributes, StreamStats
+from .server_timing import client_overhead, metric_points, server_attributes
 from .timeline import PHASE_NAMES, Phase, Timeline, seconds
 from .token_times import token_times
 
@@ -89,6 +90,10 @@ def stream_summary(timeline: Timeline, st: StreamStats, end_state: str | None) -
     if estimated:  # no usage: tokens are counted as token chunks, for the time per output token only
         out[sc.OPENAI_LATENCY_USAGE_ESTIMATED] = True
     out.update(token_times(timeline, st, out, estimated))
+    account = server_attributes(st.server_item if st.server_item is not None else st.final_item)
+    if account:
+        out.update(account)
+        out.update(client_overhead(out))
     return out
 
 
@@ -127,6 +132,7 @@ def measurements(
         time_per_output_token=summary.get(sc.OPENAI_LATENCY_TIME_PER_OUTPUT_TOKEN),
         chunk_gaps=[seconds(gap) for gap in spread_sample(st.gaps, MAX_GAP_POINTS)] if st.gaps else (),
         retries=summary.get(sc.OPENAI_LATENCY_RETRY_ERROR_TYPES, []),  # set by call_summary
+        server=metric_points(summary),
     )
 
 

@@ -136,15 +136,20 @@ EXPECTED_FLOATS = (
     "openai_latency.time_per_output_token",
     "openai_latency.stream.stall:openai_latency.stall.gap",
     "openai_latency.phase.first_token",
+    "openai_latency.server.prefill_time",
+    "openai_latency.server.time_per_output_token",
+    "openai_latency.server.queue_time",
+    "openai_latency.client_overhead.time_to_first_token",
 )
 
 
 def test_every_float_attribute_is_exact_to_the_nanosecond(instrument: Any, server: Any) -> None:
     """Seconds in their shortest form (0.150945173, never 0.15094517300000002): at most nine
     decimals on every float attribute of every span and event of a stream, a plain call, a retried
-    call (backoff delay, rate-limit resets) and an embeddings call, in both phase-span modes."""
+    call (backoff delay, rate-limit resets) and an embeddings call, in both phase-span modes; the
+    server's own account (llama.cpp timings on the stream, vLLM metrics on the plain call) too."""
     for mode in ("phases", "detailed"):
-        captured = instrument(phase_spans=mode, stall_threshold=0.01)
+        captured = instrument(phase_spans=mode, stall_threshold=0.01, server_metrics="request")
         client = _client(server, max_retries=2)
         stream_script = {
             "x-fake-chunks": "6",
@@ -153,12 +158,20 @@ def test_every_float_attribute_is_exact_to_the_nanosecond(instrument: Any, serve
             "x-fake-stall-ms": "23",
             "x-fake-ttft-ms": "13",
             "x-fake-processing-ms": "3.217",
+            "x-fake-server-timings": "llama",
         }
         for _chunk in client.chat.completions.create(
             model="m", messages=MESSAGES, stream=True, extra_headers=stream_script
         ):
             pass
-        client.chat.completions.create(model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": "11"})
+        vllm = {
+            "x-fake-server-metrics": "vllm",
+            "x-fake-server-queue-ms": "3.1",
+            "x-fake-chunk-delay-ms": "0.7",
+        }
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, extra_headers={"x-fake-delay-ms": "11", **vllm}
+        )
         retried = {"x-fake-fail-attempts": "1", "x-fake-fail-status": "500"}  # the SDK's own jittered delay
         client.chat.completions.create(model="m", messages=MESSAGES, extra_headers=retried)
         client.embeddings.create(model="text-embedding-3-small", input="hi")

@@ -78,6 +78,11 @@ OUR_METRICS: tuple[OtelMetric, ...] = (
     OtelMetric("openai_latency.time_to_first_answer_token", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.reasoning.duration", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.time_per_output_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.server.queue_time", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.server.prefill_time", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.server.time_to_first_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.server.time_per_output_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.client_overhead.time_to_first_token", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.phase.duration", "s", "histogram", _attrs("openai_latency.phase")),
     OtelMetric("openai_latency.retries", "{retry}", "counter", _attrs()),
 )

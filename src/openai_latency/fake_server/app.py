@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
-from . import payloads, respond, stream_engine
+from . import payloads, respond, server_account, stream_engine
 from .capacity import Capacity
 from .endpoints import ENDPOINTS, Call, route
 from .exchange import Request, ResponseWriter, ServerConnection
@@ -166,6 +166,12 @@ class FakeApp:
         out = payloads.make_output(record.request_id[4:], model, prompt, script, cached)
         if endpoint.output_id_from_argument and argument:
             out = dataclasses.replace(out, id=argument.removeprefix("resp_"), cached_tokens=0)
+        if script.server_timings is not None or script.server_metrics is not None:
+            asked = body.get("include_metrics") is True
+            fields = server_account.account(
+                script, out.prompt_tokens, out.cached_tokens, out.completion_tokens, asked
+            )
+            out = dataclasses.replace(out, account=fields)
         if endpoint.stream is not None and endpoint.streams(body, req.query):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             plan = endpoint.stream(out, include_usage)

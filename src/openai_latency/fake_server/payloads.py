@@ -92,6 +92,9 @@ class Output:
     script: Script
     cached_tokens: int = 0
     reasoning: list[str] = field(default_factory=list)  # reasoning token texts, before the answer
+    account: JSON = field(default_factory=dict)
+    """The server's own account (``timings``, ``metrics``: :mod:`.server_account`), top-level fields
+    of a chat or completions body and of a stream's last chunk."""
 
     @property
     def text(self) -> str:
@@ -163,15 +166,19 @@ def _with_usage(body: JSON, out: Output, n: int) -> JSON:
     """A chat or completions body with its ``usage`` (unless the script says ``never``)."""
     if out.script.usage != "never":
         body["usage"] = _usage_chat(out, n)
+    body.update(out.account)
     return body
 
 
-def _chunk_epilogue(out: Output, head: str, finish: bytes, include_usage: bool) -> list[Event]:
-    """What ends a chat or completions stream: the finish chunk, the usage chunk when asked (``head``
-    opens a chunk up to its ``choices`` list), ``[DONE]``."""
-    epilogue: list[Event] = [("finish", finish)]
-    if out.script.usage == "always" or (out.script.usage == "auto" and include_usage):
-        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}}}')))
+def _chunk_epilogue(out: Output, head: str, finish: str, include_usage: bool) -> list[Event]:
+    """What ends a chat or completions stream: the finish chunk (``finish``: its choice object), the
+    usage chunk when asked (``head`` opens a chunk up to its ``choices`` list), ``[DONE]``. The
+    last of the two carries the server's account, if any."""
+    account = "".join(f",{dumps(key)}:{dumps(value)}" for key, value in out.account.items())
+    usage = out.script.usage == "always" or (out.script.usage == "auto" and include_usage)
+    epilogue: list[Event] = [("finish", sse(f"{head}{finish}]{'' if usage else account}}}"))]
+    if usage:
+        epilogue.append(("usage", sse(f'{head}],"usage":{dumps(_usage_chat(out))}{account}}}')))
     epilogue.append(DONE)
     return epilogue
 
@@ -223,8 +230,11 @@ def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
         f'"model":{dumps(out.model)},"service_tier":"default","system_fingerprint":"fp_fake","choices":['
     )
 
+    def choice_object(delta: str, finish: str = "null") -> str:
+        return f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}'
+
     def choice(delta: str, finish: str = "null") -> bytes:
-        return sse(f'{head}{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}]}}')
+        return sse(f"{head}{choice_object(delta, finish)}]}}")
 
     if out.script.tool_call:
         role = choice('{"role":"assistant","content":null,"refusal":null}')
@@ -243,7 +253,7 @@ def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
     else:
         role = choice('{"role":"assistant","content":"","refusal":null}')
         content = [choice(f'{{"content":{dumps(word)}}}') for word in out.words]
-    epilogue = _chunk_epilogue(out, head, choice("{}", dumps(_finish_reason(out))), include_usage)
+    epilogue = _chunk_epilogue(out, head, choice_object("{}", dumps(_finish_reason(out))), include_usage)
     reasoning_field = out.chat_reasoning_field
     if reasoning_field is None:  # hidden (also ``summary``: chat has no summaries)
         reasoning: list[Event] = []
@@ -280,10 +290,13 @@ def completion_stream(out: Output, include_usage: bool) -> StreamPlan:
         f'"model":{dumps(out.model)},"system_fingerprint":"fp_fake","choices":['
     )
 
-    def choice(text: str, finish: str = "null") -> bytes:
-        return sse(f'{head}{{"text":{dumps(text)},"index":0,"logprobs":null,"finish_reason":{finish}}}]}}')
+    def choice_object(text: str, finish: str = "null") -> str:
+        return f'{{"text":{dumps(text)},"index":0,"logprobs":null,"finish_reason":{finish}}}'
 
-    epilogue = _chunk_epilogue(out, head, choice("", dumps(_finish_reason(out))), include_usage)
+    def choice(text: str, finish: str = "null") -> bytes:
+        return sse(f"{head}{choice_object(text, finish)}]}}")
+
+    epilogue = _chunk_epilogue(out, head, choice_object("", dumps(_finish_reason(out))), include_usage)
     content = [("text", choice(word)) for word in out.words]
     # completions have no reasoning field: the reasoning is always hidden (silence, and usage)
     return StreamPlan([], content, epilogue, _chat_error_event, hidden_reasoning=out.reasoning_tokens)

@@ -69,6 +69,11 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             a ``reasoning`` output item; completions always hide the reasoning
 ``capacity``                K: at most K requests answered at once, the others queued in arrival
                             order before their ``delay-ms`` (a full batch; 0 = no limit, default)
+``server-timings``          ``llama``: llama.cpp's ``timings`` in chat/completions bodies and a
+                            stream's last chunk, from the script; or a JSON value sent verbatim
+``server-metrics``          ``vllm``: vLLM's ``metrics``, when the request has ``include_metrics``;
+                            or a JSON value sent verbatim (both: :mod:`.server_account`)
+``server-queue-ms``         the ``queue_time_ms`` of vLLM's ``metrics`` (default 0)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ==========================  =====================================================================
@@ -100,6 +105,7 @@ deadline apart (``RequestRecord.scripted_ns``, filled with K > 1 only).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -175,7 +181,13 @@ class Script:
     reasoning_mode: ReasoningMode = "reasoning_content"
     write_batch: int = 1
     capacity: int = 0
+    server_timings: str | None = None
+    server_metrics: str | None = None
+    server_queue: float = 0.0
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
+
+
+_Converter = Callable[[str, str], object]
 
 
 def _ms(key: str, value: str) -> float:
@@ -227,6 +239,21 @@ def _flag(key: str, value: str) -> bool:
     raise ScriptError(key, f"expected 1 or 0, got {value!r}")
 
 
+def _account(name: str) -> _Converter:
+    """``name`` (the shape built from the script) or a JSON value sent verbatim."""
+
+    def convert(key: str, value: str) -> str:
+        if value.strip() == name:
+            return name
+        try:
+            json.loads(value)
+        except ValueError:
+            raise ScriptError(key, f"expected {name} or a JSON value, got {value!r}") from None
+        return value
+
+    return convert
+
+
 def _error(key: str, value: str) -> ErrorSpec:
     try:
         return ERRORS[value]
@@ -252,7 +279,6 @@ def _every(key: str, value: str) -> tuple[tuple[int, str, str], ...]:
 
 
 # key -> (Script field, converter). Converters take (key, raw string).
-_Converter = Callable[[str, str], object]
 
 _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "delay-ms": ("delay", _ms),
@@ -290,6 +316,9 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "reasoning-mode": ("reasoning_mode", lambda k, v: _choice(k, v, REASONING_MODES)),
     "write-batch": ("write_batch", _positive),
     "capacity": ("capacity", _count),
+    "server-timings": ("server_timings", _account("llama")),
+    "server-metrics": ("server_metrics", _account("vllm")),
+    "server-queue-ms": ("server_queue", _ms),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

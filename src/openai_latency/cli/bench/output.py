@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...version import __version__
+from ..render.server_split import split_lines
 from ..render.tables import Rows, markdown_table, table
 from ..render.terminal import Output
 from ..render.text import format_duration, triple
@@ -16,6 +17,7 @@ from ..render.verdict import sentences
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from ..stats.server_split import server_json
 from .cache import as_dict as cache_dict
 from .cache import expectation_note
 from .csv_units import csv_unit, csv_value
@@ -245,6 +247,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},
+        "server": server_json(s.group.group.members),
     }
 
 
@@ -334,6 +337,8 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
         bold = {line for verdict in level_verdicts(level, options.baseline) for line in sentences(verdict)}
         for line in text.split("\n"):
             out.line(line, "bold" if line in bold else None)
+        for line in split_lines((s.label, s.group.group.members) for s in level):
+            out.line(line)  # the server's own account of the TTFT, when it sent one
 
     if state.sweep is not None:
         out.line()

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..render.server_split import split_lines
 from ..render.tables import table
 from ..render.text import format_duration, format_share, triple
 from ..spans.calls import Collected
@@ -13,6 +14,7 @@ from ..spans.names import HTTP_PHASES, phase_sort_key
 from ..spans.span import ReadStats
 from ..stats.groups import GroupStats, PhaseStats, SlowCalls, phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
+from ..stats.server_split import server_json
 from ..stats.verdict import RATIO_FLOOR_S
 
 PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear', Hyndman-Fan type 7)"
@@ -101,6 +103,7 @@ def group_lines(groups: list[GroupStats], http: bool) -> list[str]:
                 rows.append(_dist_row(name, dist))
         lines += table(rows)
         lines += ["", "  " + _slow_text(group.slow, group.calls)]
+        lines += split_lines([("server", group.group.members)], indent="  ")
     return lines
 
 
@@ -209,6 +212,7 @@ def _json_group(group: GroupStats) -> dict[str, Any]:
         "reasoning_duration": dist_dict(group.reasoning),
         "time_per_output_token": dist_dict(group.tpot),
         "stream_consumer_time": dist_dict(group.consumer_time),
+        "server": server_json(group.group.members),
         "slow": {
             "rule": slow.rule,
             "threshold": slow.threshold,

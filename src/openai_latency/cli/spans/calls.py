@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from . import names
 from .names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, GROUP_KEYS, PHASE, PHASE_PREFIX, phase_rank
+from .server_account import server_account
 from .span import Span
 
 _PREFIX_LENGTH = len(PHASE_PREFIX)
@@ -64,6 +65,9 @@ class Call:
     #: The phase spans in start order (empty when collected with ``intervals=False`` or without
     #: phase spans): what a waterfall draws.
     intervals: list[Interval] = field(default_factory=list)
+    #: The server's own account (``openai_latency.server.*``) by short name
+    #: (:data:`.server_account.FIELDS`), when the server sent one.
+    server: dict[str, float] | None = None
 
     def dominant(self) -> tuple[str, float] | None:
         """(phase with the largest time, its share of the call); the span's own answer without phases."""
@@ -180,6 +184,7 @@ def new_call(span: Span, shared: Shared, attribute_phases: bool = True) -> Call:
         usage_estimated=get(names.USAGE_ESTIMATED) is True,
         stream=get(names.REQUEST_STREAM) is True,
         end_state=shared.optional(_text(get(names.STREAM_END_STATE))),
+        server=server_account(get),
     )
 
 
