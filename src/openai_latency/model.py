@@ -62,8 +62,9 @@ class StreamStats:
     """Per-chunk counters, updated in place by the stream wrappers (no allocation per chunk).
 
     Arrival times: a chunk whose ``next`` blocked arrived when it was handed over; a chunk that was
-    already buffered arrived at some unknown time since the last observed arrival (``known_ns``).
-    Each token mark keeps both, so the summary knows how sure each boundary is."""
+    already buffered arrived at some unknown time since the last observed arrival, at the latest when
+    it was asked for: its hand-over is sure up to ``doubt_ns``. Each token mark keeps both, so the
+    summary knows how sure each boundary is."""
 
     chunks: int = 0
     wait_ns: int = 0
@@ -73,9 +74,10 @@ class StreamStats:
     first_chunk_ns: int = 0
     buffered_chunks: int = 0
     """Chunks that were already there when asked for: the server was ahead of the caller."""
-    known_ns: int = 0
-    """The latest observed arrival: the hand-over of the last chunk whose ``next`` blocked, else the
-    response headers. A buffered chunk arrived between this and its own hand-over."""
+    doubt_ns: int = 0
+    """Time since the last observed arrival (a ``next`` that blocked) that was spent outside our
+    waits: the caller's own work, and the SDK's between the headers and the first ``next``. A
+    buffered chunk may have arrived at any moment of it; an idle caller leaves it near 0."""
     channels: int = 0
     """:data:`ANSWER` | :data:`REASONING` | :data:`SUMMARY` bits of every token chunk seen."""
     token_chunks: int = 0
@@ -84,11 +86,15 @@ class StreamStats:
     """An answer token came (``Timeline.first_answer_ns`` is set)."""
     tokens_to_answer: int = 0
     """Token chunks before the first answer token: the answer window has the rest."""
-    first_token_known_ns: int = 0
-    """``known_ns`` when the first token chunk was handed over (its time: ``Timeline.first_token_ns``)."""
-    first_answer_known_ns: int = 0
+    first_token_doubt_ns: int = 0
+    """``doubt_ns`` when the first token chunk was handed over (its time: ``Timeline.first_token_ns``)."""
+    first_answer_doubt_ns: int = 0
     last_token_ns: int = 0
-    last_token_known_ns: int = 0
+    last_token_doubt_ns: int = 0
+    burst: int = 0
+    """Token chunks that arrived together with the first token (handed over right after it, each
+    ``next`` a parse only): made before the window that starts at the first token's arrival."""
+    in_burst: bool = False
     token_gap_ns: int = 0
     token_gaps: int = 0
     """Observed server-side gaps between token chunks (arrival to arrival), sum and count."""

@@ -82,7 +82,10 @@ def _observe_chat(st: StreamStats, chunk: Any) -> int:
         if getattr(delta, "content", None):
             channel |= ANSWER  # a delta with reasoning too (a server's last piece) counts as answer
             continue
-        extra = getattr(delta, "__pydantic_extra__", _MISSING)
+        try:
+            extra = delta.__pydantic_extra__  # a pydantic v2 model's extra fields (a dict, or None)
+        except AttributeError:
+            extra = _MISSING
         if extra is _MISSING:
             reasoning: Any = _reasoning_attribute(delta)
         elif extra:
@@ -180,17 +183,22 @@ machine, and misjudging a buffered chunk as blocked would count the caller's tim
 """
 
 
+TOGETHER_NS = 500_000
+"""A token chunk handed over this soon after the first token, by a ``next`` that only parsed, came in
+the same read: it was made before the first token's arrival, outside the window that starts there."""
+
+
 def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> None:
     """Bookkeeping for one chunk: asked for at ``t0``, handed over at ``t1``.
 
-    When this ``next`` blocked, the chunk arrived at ``t1`` (the latest observed arrival, ``known_ns``)
-    and the server-side gap is arrival to arrival (the caller's own time since the previous chunk
-    overlapped the server's work, so it is not counted twice). When the chunk was already buffered,
-    the server was ahead of the caller: it arrived at some time after ``known_ns``, its gap is not
-    observed, and the caller's time stays consumer time. Token chunks keep their hand-over time and
-    ``known_ns``: :func:`.summary.stream_summary` decides from the two how sure each boundary is.
-    Stalls and the largest gap are gaps between tokens: the wait for the first one is the
-    first_token phase's.
+    When this ``next`` blocked, the chunk arrived at ``t1``: no doubt about it, and the server-side
+    gap is arrival to arrival (the caller's own time since the previous chunk overlapped the
+    server's work, so it is not counted twice). When the chunk was already buffered, the server was
+    ahead: it arrived during the time spent outside ``next`` since the last observed arrival
+    (``doubt_ns``, which grows by the caller's time before this ``next``), its gap is not observed,
+    and the caller's time stays consumer time. Token chunks keep their hand-over and doubt:
+    :mod:`.token_times` decides from the two how sure each boundary is. Stalls and the largest gap
+    are gaps between tokens: the wait for the first one is the first_token phase's.
     """
     st = op.stream
     wait = t1 - t0
@@ -199,7 +207,7 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.chunks = index + 1
     gap = 0
     if wait > BLOCKED_NS:
-        st.known_ns = t1
+        st.doubt_ns = 0
         if index == 0:
             st.first_chunk_ns = t1
         else:
@@ -207,10 +215,11 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
             if st.gaps is None:
                 st.gaps = array("q")
             st.gaps.append(gap)
-    elif index == 0:  # it waited while the caller was elsewhere
+    elif index == 0:  # it waited while the caller was elsewhere (that time is in doubt_ns already)
         st.first_chunk_ns = t1 - st.consumer_ns
     else:
         st.buffered_chunks += 1
+        st.doubt_ns += t0 - st.last_activity_ns
     st.last_activity_ns = t1
     channel = observe(st, item)
     if not channel:
@@ -221,9 +230,14 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
             _token_gap(op, st, index, gap, t1)
     else:
         _new_channel(op, st, channel, index, gap, t1)
+    if st.in_burst and st.token_chunks:  # still in the read that brought the first token?
+        if wait < TOGETHER_NS:
+            st.burst += 1
+        else:
+            st.in_burst = False
     st.token_chunks += 1
     st.last_token_ns = t1
-    st.last_token_known_ns = st.known_ns
+    st.last_token_doubt_ns = st.doubt_ns
 
 
 def _token_gap(op: Operation, st: StreamStats, index: int, gap: int, t1: int) -> None:
@@ -243,14 +257,15 @@ def _new_channel(op: Operation, st: StreamStats, channel: int, index: int, gap: 
     reasoning (or summary) token."""
     if not st.token_chunks:
         op.timeline.first_token_ns = t1
-        st.first_token_known_ns = st.known_ns
+        st.first_token_doubt_ns = st.doubt_ns
+        st.in_burst = True
     elif gap:
         _token_gap(op, st, index, gap, t1)
     st.channels |= channel
     if channel & ANSWER and not st.answering:  # channels has ANSWER from now on
         st.answering = True
         op.timeline.first_answer_ns = t1
-        st.first_answer_known_ns = st.known_ns
+        st.first_answer_doubt_ns = st.doubt_ns
         st.token_gap_ns_to_answer = st.token_gap_ns
         st.token_gaps_to_answer = st.token_gaps
         st.tokens_to_answer = st.token_chunks
@@ -291,7 +306,7 @@ def traced_stream(inner: Iterator[T], op: Operation) -> Iterator[T]:
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
-    st.known_ns = op.timeline.headers_ns or t0
+    st.doubt_ns = t0 - (op.timeline.headers_ns or t0)
     try:
         for item in inner:
             t1 = clock()
@@ -318,7 +333,7 @@ async def traced_async_stream(inner: AsyncIterator[T], op: Operation) -> AsyncIt
     st = op.stream
     t0 = clock()
     st.consumer_ns += t0 - (op.timeline.returned_ns or t0)
-    st.known_ns = op.timeline.headers_ns or t0
+    st.doubt_ns = t0 - (op.timeline.headers_ns or t0)
     try:
         async for item in inner:
             t1 = clock()

@@ -2,13 +2,14 @@
 output token, and how visible the reasoning was; pure functions of the marks the chunk loop kept.
 
 The chunk loop (:func:`.streams._on_chunk`) keeps, for the first token, the first answer token and
-the last token, the chunk's hand-over time and the latest *observed* arrival before it
-(``known_ns``). A chunk whose ``next`` blocked arrived at its hand-over. A chunk that was already
-buffered arrived at some time between ``known_ns`` and its hand-over: while the caller did its own
-work, or while the SDK parsed the chunks before it. The hand-over is then an upper bound, and
-``hand-over - known_ns`` how unsure it is. A boundary is used when that doubt is small
-(:func:`arrival`); otherwise the number is left unset rather than guessed, so neither the caller's
-time is counted as the server's nor the server's as the caller's.
+the last token, the chunk's hand-over time and its doubt (``doubt_ns``): the time since the last
+observed arrival that was spent outside ``next``, the caller's own work. A chunk whose ``next``
+blocked arrived at its hand-over (no doubt). A chunk that was already buffered arrived at some
+moment of that time; with an idle caller there is none, and its hand-over is its arrival plus the
+parse of the chunks that came with it. The hand-over is an upper bound, the doubt how unsure it is.
+A boundary is used when that doubt is small (:func:`arrival`); otherwise the number is left unset
+rather than guessed, so neither the caller's time is counted as the server's nor the server's as
+the caller's.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ observed arrival (the parse of a few chunks), or at most :data:`SURE_SHARE` of t
 SURE_SHARE = 0.05
 
 
-def arrival(mark_ns: int, known_ns: int, start_ns: int) -> int | None:
+def arrival(mark_ns: int, doubt_ns: int, start_ns: int) -> int | None:
     """``start_ns`` -> the arrival of the chunk handed over at ``mark_ns``, when it is known well
-    enough: the hand-over itself (an upper bound, so never below the truth) when the chunk came at
-    most max(2 ms, 5 %) after the last observed arrival; else None."""
+    enough: the hand-over itself (an upper bound, so never below the truth) when its doubt is at most
+    max(2 ms, 5 %); else None."""
     if not mark_ns:
         return None
     elapsed = mark_ns - start_ns
-    return elapsed if mark_ns - known_ns <= max(SURE_NS, elapsed * SURE_SHARE) else None
+    return elapsed if doubt_ns <= max(SURE_NS, elapsed * SURE_SHARE) else None
 
 
 def visibility(channels: int, reasoning_tokens: object) -> Visibility:
@@ -54,12 +55,12 @@ def token_times(timeline: Timeline, st: StreamStats, usage: Attributes, estimate
     ``usage``: the stream's usage attributes; ``estimated``: there were none, so token chunks count."""
     out: Attributes = {}
     start = timeline.start_ns
-    ttft = arrival(timeline.first_token_ns, st.first_token_known_ns, start)
+    ttft = arrival(timeline.first_token_ns, st.first_token_doubt_ns, start)
     if ttft is not None:
         out[sc.OPENAI_LATENCY_TIME_TO_FIRST_TOKEN] = seconds(ttft)
     elif timeline.first_token_ns:
         out[sc.OPENAI_LATENCY_STREAM_FIRST_TOKEN_WAITING] = True
-    ttfa = arrival(timeline.first_answer_ns, st.first_answer_known_ns, start)
+    ttfa = arrival(timeline.first_answer_ns, st.first_answer_doubt_ns, start)
     if ttfa is not None:
         out[sc.OPENAI_LATENCY_TIME_TO_FIRST_ANSWER_TOKEN] = seconds(ttfa)
     seen = visibility(st.channels, usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS))
@@ -84,22 +85,26 @@ def time_per_output_token(
     - ``answer_tokens`` (reasoning hidden, summarised or absent): first answer token -> last token,
       over output - reasoning tokens - 1.
 
-    The window's length: when both ends are known (:func:`arrival`'s rule, its doubt at most 5 % of
+    The window's length: when both ends are known (:func:`arrival`'s rule, their doubt at most 5 % of
     the window) it is measured across the window, so an idle caller's stream is measured whole
-    however the server batched its writes. When the caller's own work hid the arrivals, only the
-    observed gaps count, and only when most gaps were observed (a caller slower than the server
-    sees only the server's slowest gaps: unset). None when the window's token count is unknown.
+    however fast the server and however it batched its writes; the tokens that arrived in the same
+    read as the first one (``StreamStats.burst``: a batch, a server that held its first writes back)
+    were made before the window and are not counted in it. When the caller's own work hid the
+    arrivals, only the observed gaps count, and only when most gaps were observed (a caller slower
+    than the server sees only the server's slowest gaps: unset). None when the window's token count
+    is unknown.
     """
     output = st.token_chunks if estimated else usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
     if not isinstance(output, int):
         return None
     if seen == "streamed":
-        rule, first, first_known = "all_tokens", timeline.first_token_ns, st.first_token_known_ns
+        rule, first, first_doubt = "all_tokens", timeline.first_token_ns, st.first_token_doubt_ns
         chunks, gap_ns, gaps = st.token_chunks, st.token_gap_ns, st.token_gaps
-        tokens = output
+        tokens, burst = output, st.burst
     else:
-        rule, first, first_known = "answer_tokens", timeline.first_answer_ns, st.first_answer_known_ns
+        rule, first, first_doubt = "answer_tokens", timeline.first_answer_ns, st.first_answer_doubt_ns
         chunks = st.token_chunks - st.tokens_to_answer
+        burst = st.burst if not st.tokens_to_answer else 0  # the burst is the first token's
         gap_ns = st.token_gap_ns - st.token_gap_ns_to_answer
         gaps = st.token_gaps - st.token_gaps_to_answer
         reasoning = usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)
@@ -113,11 +118,11 @@ def time_per_output_token(
             tokens = output
     if tokens < 2 or not first:
         return None
-    last = st.last_token_ns
-    window = last - first_known
-    doubt = (first - first_known) + (last - st.last_token_known_ns)
-    if window > 0 and doubt <= window * SURE_SHARE:
-        return seconds(round(window / (tokens - 1))), rule
+    window = st.last_token_ns - first + first_doubt  # at most: the first may have come that early
+    doubt = first_doubt + st.last_token_doubt_ns
+    steps = tokens - 1 - burst  # the tokens that came with the first one were made before the window
+    if window > 0 and steps > 0 and doubt <= window * SURE_SHARE:
+        return seconds(round(window / steps)), rule
     if gaps and gaps * 2 >= chunks - 1:
         return seconds(round(gap_ns / gaps * (chunks - 1) / (tokens - 1))), rule
     return None

@@ -27,15 +27,18 @@ def _pace_ns(record: RequestRecord) -> float:
     return (due[-1] - due[0]) / (len(due) - 1)
 
 
+@pytest.mark.parametrize(("pace_ms", "batch"), [("1.5", 4), ("1", 2)])
 def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
-    captured: Captured, timing_server: Any
+    captured: Captured, timing_server: Any, pace_ms: str, batch: int
 ) -> None:
+    """200 tokens at a 1.5 ms pace written 4 at a time, and at a 1 ms pace written 2 at a time (every
+    ``next`` waits under the 2 ms that makes a chunk "waited for": no gap is observed at all)."""
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
     script = {
         "x-fake-ttft-ms": "20",
         "x-fake-chunks": "200",
-        "x-fake-chunk-delay-ms": "1.5",
-        "x-fake-write-batch": "4",
+        "x-fake-chunk-delay-ms": pace_ms,
+        "x-fake-write-batch": str(batch),
     }
     for _chunk in client.chat.completions.create(model="warm-up", messages=MESSAGES, stream=True):
         pass
@@ -52,19 +55,19 @@ def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
             pass
         a = attrs(captured.operation())
         record: RequestRecord = timing_server.record(a["openai_latency.request_id"])
-        assert len(set(record.content_event_ns)) == 50  # 200 tokens in 50 writes
+        assert len(set(record.content_event_ns)) == 200 // batch  # the writes
         buffered += a["openai_latency.stream.buffered_chunks"]
-        # set on every call, within 5 % of the scripted 1.5 ms (a batch's first token arrives with the
-        # three after it, so the visible window is 3 tokens short: -1.5 %)
+        # set on every call, within 5 % of the scripted pace (the tokens that came in the first
+        # token's read are not counted in the window that starts at its arrival)
         assert a["openai_latency.time_per_output_token"] * 1e9 == pytest.approx(_pace_ns(record), rel=0.05)
         assert a["openai_latency.time_per_output_token.rule"] == "answer_tokens"
-    assert buffered >= 8 * 120  # most next() calls found their chunk already there: the case at stake
+    assert buffered >= 8 * 100  # most next() calls found their chunk already there: the case at stake
 
 
 @pytest.mark.parametrize("streams", [8, 64])
 def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any, streams: int) -> None:
     """Concurrent streams at a 10 ms pace in one event loop: TPOT is set on every call and equals
-    what the caller's own ``perf_counter`` sees (±5 %). 8 streams leave the loop room: every TPOT is
+    what the caller's own ``perf_counter`` sees (median ±1 %). 8 streams leave the loop room: every TPOT is
     the server's pace (±5 %). 64 saturate it on 2 cores (the SDK's parsing of 6,400 chunks/s alone
     takes ~90 % of a core): each chunk is handed over later than it arrived, later towards a
     stream's end, so every in-process stopwatch sees a longer window than the server's (an
@@ -74,7 +77,10 @@ def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any
     # the server's pace; a real bug fails all of them (the agreement with the caller, every run).
     for attempt in range(3):
         to_server, to_caller = _concurrent_streams(captured, timing_server, streams)
-        assert max(abs(e) for e in to_caller) <= 0.05, sorted(to_caller)
+        # The caller's naive window counts every token; ours leaves out the tokens that came in the
+        # first token's read (a loop that fell behind reads several at once): a few streams differ.
+        to_caller.sort()
+        assert abs(to_caller[len(to_caller) // 2]) <= 0.01 and max(map(abs, to_caller)) <= 0.10, to_caller
         if streams > 8 or max(abs(e) for e in to_server) <= 0.05 or attempt == 2:
             break
     if streams <= 8:

@@ -153,8 +153,8 @@ def _stream(
     output_chunks: int, output_gaps: int, gap_ms: int = 10, last_doubt_ms: int = 0
 ) -> tuple[Timeline, StreamStats]:
     """A stream whose first answer token was waited for at T0 + 50 ms, then ``output_chunks - 1`` more
-    ``gap_ms`` apart, ``output_gaps`` of those gaps observed. The last token was handed over
-    ``last_doubt_ms`` after the last observed arrival (0: it was waited for too)."""
+    ``gap_ms`` apart, ``output_gaps`` of those gaps observed. The last token was buffered behind
+    ``last_doubt_ms`` of the caller's own work (0: it was waited for, or the caller was idle)."""
     first = T0 + 50 * MS
     last = first + (output_chunks - 1) * gap_ms * MS
     timeline = Timeline(
@@ -168,10 +168,8 @@ def _stream(
         token_gaps=output_gaps,
         token_gap_ns=output_gaps * gap_ms * MS,
         first_chunk_ns=T0 + 40 * MS,
-        first_token_known_ns=first,
-        first_answer_known_ns=first,
         last_token_ns=last,
-        last_token_known_ns=last - last_doubt_ms * MS,
+        last_token_doubt_ns=last_doubt_ms * MS,
     )
     return timeline, st
 
@@ -191,12 +189,12 @@ def test_a_first_token_that_was_already_waiting_after_the_callers_work_has_no_tt
     """Handed over 5 ms after the last observed arrival (the caller's own work): it arrived somewhere
     in those 5 ms, more than 5 % of 50 ms: no TTFT rather than one that is wrong either way."""
     timeline, st = _stream(output_chunks=10, output_gaps=9)
-    st.first_token_known_ns = st.first_answer_known_ns = timeline.first_token_ns - 5 * MS
+    st.first_token_doubt_ns = st.first_answer_doubt_ns = 5 * MS
     out = stream_summary(timeline, st, None)
     assert "openai_latency.time_to_first_token" not in out
     assert "openai_latency.time_to_first_answer_token" not in out
     assert out["openai_latency.stream.first_token_waiting"] is True
-    st.first_token_known_ns = st.first_answer_known_ns = timeline.first_token_ns - 2 * MS  # parsing only
+    st.first_token_doubt_ns = st.first_answer_doubt_ns = 2 * MS  # within 2 ms: sure enough
     assert stream_summary(timeline, st, None)["openai_latency.time_to_first_token"] == pytest.approx(0.050)
 
 
@@ -240,12 +238,14 @@ def test_time_per_output_token_only_when_most_gaps_were_observed(output_gaps: in
 
 
 def test_time_per_output_token_across_the_window_when_the_caller_was_idle() -> None:
-    """A fast server that wrote several chunks at once: most gaps unobserved, but both ends of the
-    window are known (the last token came 0.3 ms after its batch arrived): measured across it."""
+    """A fast server that wrote several chunks at once: most gaps unobserved, but the caller was idle
+    (0.3 ms of its own time before the last token): measured across the window. The 3 tokens that
+    came in the first token's read were made before the window: 63 - 3 steps in it."""
     timeline, st = _stream(output_chunks=64, output_gaps=15, gap_ms=2, last_doubt_ms=0)
-    st.last_token_known_ns -= 300_000
+    st.last_token_doubt_ns = 300_000
+    st.burst = 3
     out = stream_summary(timeline, st, None)
-    assert out["openai_latency.time_per_output_token"] == pytest.approx(0.002)
+    assert out["openai_latency.time_per_output_token"] == pytest.approx(0.126 / 60)
     assert out["openai_latency.time_per_output_token.rule"] == "answer_tokens"
 
 
