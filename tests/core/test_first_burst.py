@@ -15,9 +15,8 @@ import openai
 import pytest
 
 from openai_latency.fake_server import RequestRecord
+from tests.core.test_fast_pace import MESSAGES, _pace_ns
 from tests.support.span_checks import Captured, attrs
-
-MESSAGES = [{"role": "user", "content": "go"}]
 
 
 def _stream(client: openai.OpenAI, script: dict[str, str]) -> None:
@@ -29,11 +28,6 @@ def _stream(client: openai.OpenAI, script: dict[str, str]) -> None:
         extra_headers=script,
     ):
         pass
-
-
-def _pace_ns(record: RequestRecord) -> float:
-    due = record.scripted_token_ns
-    return (due[-1] - due[0]) / (len(due) - 1)
 
 
 def _tpot(captured: Captured, timing_server: Any, script: dict[str, str]) -> tuple[float | None, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 
 Send = Callable[[int], Awaitable[None]]
 
@@ -72,10 +72,7 @@ async def open_loop(
         if tasks:
             await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
     return late
 
 
@@ -94,6 +91,13 @@ async def _gather(coroutines: list[Awaitable[None]]) -> None:
     try:
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
+        await cancel_all(tasks)
+
+
+async def cancel_all(tasks: Collection[asyncio.Task[None]]) -> None:
+    """Cancels the requests still in flight when a loop stops (its end, an error, Ctrl-C) and waits
+    until each has ended."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -20,6 +20,7 @@ from ..args import UsageError
 from ..spans import names
 from ..spans.files import read_spans
 from ..spans.span import InputError, ReadStats
+from .loops import cancel_all
 from .workload import Conversation
 
 #: The operations a replay sends (others, such as embeddings, are left out and counted).
@@ -112,8 +113,5 @@ async def replay_loop(
         if tasks:
             await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
     return late
