@@ -67,7 +67,8 @@ def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
 @pytest.mark.parametrize("streams", [8, 64])
 def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any, streams: int) -> None:
     """Concurrent streams at a 10 ms pace in one event loop: TPOT is set on every call and equals
-    what the caller's own ``perf_counter`` sees (median ±1 %). 8 streams leave the loop room: every TPOT is
+    what the caller's own ``perf_counter`` sees or above it (the tokens of the first read left out),
+    never below the server's pace. 8 streams leave the loop room: every TPOT is
     the server's pace (±5 %). 64 saturate it on 2 cores (the SDK's parsing of 6,400 chunks/s alone
     takes ~90 % of a core): each chunk is handed over later than it arrived, later towards a
     stream's end, so every in-process stopwatch sees a longer window than the server's (an
@@ -78,9 +79,11 @@ def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any
     for attempt in range(3):
         to_server, to_caller = _concurrent_streams(captured, timing_server, streams)
         # The caller's naive window counts every token; ours leaves out the tokens that came in the
-        # first token's read (a loop that fell behind reads several at once): a few streams differ.
-        to_caller.sort()
-        assert abs(to_caller[len(to_caller) // 2]) <= 0.01 and max(map(abs, to_caller)) <= 0.10, to_caller
+        # first token's read (a loop that fell behind reads several at once, made before the window):
+        # those streams read higher than the caller's clock, the others agree with it: never lower.
+        # Never below the server's pace either (no understatement), whatever the loop's lag.
+        assert min(to_caller) >= -0.01, sorted(to_caller)
+        assert min(to_server) >= -0.05, sorted(to_server)
         if streams > 8 or max(abs(e) for e in to_server) <= 0.05 or attempt == 2:
             break
     if streams <= 8:
