@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import deferred
 from ._guard import report
-from .attributes import response_attributes
+from .attributes import CHAT_REASONING_FIELDS, response_attributes
 from .model import ANSWER, REASONING, SUMMARY, Observer, StreamStats
 from .stream_usage import is_usage_only
 from .timeline import clock
@@ -36,15 +36,7 @@ _MISSING: Any = object()
 
 def _reasoning_attribute(delta: Any) -> bool:
     """Whether a chat delta that is no pydantic v2 model (a v1 model, a stand-in) carries reasoning."""
-    return any(getattr(delta, name, None) for name in _REASONING_FIELDS)
-
-
-_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
-"""Where OpenAI-compatible servers put a chat delta's reasoning text: ``reasoning_content`` (DeepSeek,
-SGLang, older vLLM), ``reasoning`` (vLLM since late 2025, OpenRouter, Groq), OpenRouter's
-``reasoning_details``. None is a field of the SDK's ``ChoiceDelta``: a pydantic v2 model keeps them
-in ``__pydantic_extra__``, read as a dict (``getattr`` of an absent name on such a model raises and
-catches an AttributeError inside pydantic, ~2 µs a chunk)."""
+    return any(getattr(delta, name, None) for name in CHAT_REASONING_FIELDS)
 
 
 def _note_account(st: StreamStats, chunk: Any) -> None:
