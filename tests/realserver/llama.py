@@ -77,7 +77,12 @@ class LlamaServer:
             "--alias", shape.name,
         ]  # fmt: skip
         if not cache_prompt:
-            argv.append("--no-cache-prompt")
+            # --no-cache-prompt alone still copies each finished slot's KV cache into the RAM prompt
+            # cache when the next request takes the slot (llama.cpp PR 16391): 2-5 ms here before
+            # every prefill, 12-15 ms on a freshly booted CI machine (first-touch page faults), not
+            # part of the server's own prompt_ms. bench's test compares TTFT minus prefill between two
+            # clients run one after the other, so that copy must not be there at all.
+            argv += ["--no-cache-prompt", "--cache-ram", "0"]
         service = Service(
             f"llama-server-{shape.name}-t{threads}{'' if cache_prompt else '-nocache'}",
             argv,
