@@ -3,7 +3,7 @@
 # environment under .venv-matrix/ (reused between runs; each run upgrades openai to the newest
 # release of its line):
 #
-#   openai3         newest openai 3.x (httpx2/httpcore2)
+#   openai3         newest openai 3.x (httpx2/httpcore2); the primary leg: the whole suite
 #   openai2         newest openai 2.x (httpx/httpcore)
 #   openai1         newest openai 1.x, >= 1.76
 #   openai3-httpx   newest openai 3.x with legacy httpx installed; every client the tests build
@@ -24,8 +24,13 @@ declare -A SPEC=(
     [openai1]='openai>=1.76,<2'
     [openai3-httpx]='openai>=3,<4 httpx'
 )
+# The primary leg (the newest openai) runs the whole suite; the others leave out the tests that
+# do not depend on the SDK's generation (the CLI, the fake server, the stack's files: tests/conftest.py
+# PRIMARY_ONLY) but for those marked every_sdk.
 declare -A PYTEST_ARGS=(
-    [openai3-httpx]='-p tests.support.legacy_httpx_plugin'
+    [openai2]='--sdk-leg=secondary'
+    [openai1]='--sdk-leg=secondary'
+    [openai3-httpx]='--sdk-leg=secondary -p tests.support.legacy_httpx_plugin'
 )
 ALL=(openai3 openai2 openai1 openai3-httpx)
 

@@ -22,6 +22,40 @@ from tests.support.span_checks import Captured
 # tests/installed installs the built wheel into a fresh venv (pip, about a minute): `make dist-check` only
 collect_ignore = [] if os.environ.get("OPENAI_LATENCY_DIST") else ["installed"]
 
+PRIMARY_ONLY = ("cli", "fake_server", "stack", "test_architecture.py")
+"""What ``--sdk-leg=secondary`` leaves out: the command-line tool, the fake server, the stack's files
+and the layer rules test the project's own code, the same on every SDK generation; they run on the
+matrix's primary leg (the newest openai) and in ``make unit``. Tests marked ``every_sdk`` among them
+run on every leg: bench and report end to end through each SDK generation."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sdk-leg",
+        choices=("primary", "secondary"),
+        default="primary",
+        help="secondary: leave out the tests that do not depend on the openai SDK's generation "
+        f"({', '.join(PRIMARY_ONLY)}), except those marked every_sdk (scripts/test-matrix.sh)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "every_sdk: run on every SDK leg of the matrix, not only the primary")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--sdk-leg") != "secondary":
+        return
+    here = os.path.dirname(__file__)
+    kept, left_out = [], []
+    for item in items:
+        top = os.path.relpath(str(item.path), here).split(os.sep)[0]
+        primary_only = top in PRIMARY_ONLY and item.get_closest_marker("every_sdk") is None
+        (left_out if primary_only else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
 
 @pytest.fixture(scope="session")
 def span_exporter() -> InMemorySpanExporter:

@@ -214,6 +214,7 @@ def test_api_key_env_gives_each_target_its_key_and_prompt_file_its_text(tmp_path
     assert default not in result.out + result.err and own not in result.out + result.err
 
 
+@pytest.mark.every_sdk  # bench and report through each SDK generation
 def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -> None:
     """Header delay, TTFT, chunk pace with jitter and an occasional 429: bench's percentiles against
     percentiles computed here from the server's own log; goodput against a hand count."""

@@ -19,6 +19,7 @@ THINKER = {
 PLAIN = {"delay-ms": 20, "ttft-ms": 30, "chunks": 8, "chunk-delay-ms": 10}
 
 
+@pytest.mark.every_sdk  # bench and report through each SDK generation
 def test_bench_splits_thinking_time_from_the_first_token(tmp_path: Path) -> None:
     with ExitStack() as stack:
         thinker, plain = servers(stack, THINKER, PLAIN)

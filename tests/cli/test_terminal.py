@@ -124,6 +124,9 @@ def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_p
         assert title in trees.out
     assert "├─ openai.retry_backoff" in trees.out and "└─ openai.stream_drain" in trees.out
     assert "(the SDK raised BadRequestError, as it would without instrumentation)" in trees.out
+    # no API key anywhere: run_cli's OPENAI_API_KEY (bench's targets) and the demo's own client key
+    for written in (result.out, result.err, trees.out, trees.err, out.read_text(), trees_out.read_text()):
+        assert "sk-" not in written
 
 
 def _check_replay_config(text: str, spans: Path) -> None:

@@ -184,7 +184,5 @@ def _run_cli(argv: list[str]) -> str:
     return buffer.getvalue()
 
 
-def test_demo_prints_no_api_key() -> None:
-    printed = _run_cli(["demo"])
-    assert "openai.network_wait" in printed or "network_wait" in printed
-    assert "sk-" not in printed  # the demo's client key never shows
+# The demo's key (its client's, or the user's OPENAI_API_KEY) never shows in its output nor in the
+# spans it writes: checked on the demo run of tests/cli/test_terminal.py (a demo takes ~13 s).
