@@ -252,6 +252,7 @@ def _finish(
         key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
         s.cache_expected = _pair(state.cache_expected.get(key))
         s.short_outputs = _pair(state.short_outputs.get(key))
+        s.input_check = state.input_checks.get(key)
     unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
     if unverified:
         print(cache.warning(unverified), file=err)

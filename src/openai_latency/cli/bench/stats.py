@@ -33,6 +33,7 @@ from ..stats.groups import GroupStats, group, summarize
 from ..stats.percentiles import Dist
 from ..stats.triage import Bucket, slow_limit, triage
 from .cache import CacheSplit, split
+from .calibrate import InputCheck
 from .plan import Slo
 
 
@@ -69,6 +70,8 @@ class TargetStats:
     cache_expected: tuple[int, int] | None = None
     #: ``--output-tokens``: (requests that got fewer output tokens than asked, requests with usage).
     short_outputs: tuple[int, int] | None = None
+    #: ``--replay``: the input tokens the server reported against the recorded ones.
+    input_check: InputCheck | None = None
 
     @property
     def label(self) -> str:

@@ -36,9 +36,10 @@ from typing import Any, TextIO
 
 from ..render.terminal import Progress
 from ..spans.write import write_otlp_json
+from .loops import groups, share
 from .plan import Load, Plan, Target, Workload
 from .record import TargetProgress
-from .run import Runner, RunState, clients_for, groups, instrumented, progress_lines, share, supervise
+from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 
 #: From "every worker is ready" to their common start: enough for each to see the go.
 START_MARGIN_S = 0.05

@@ -1,0 +1,177 @@
+"""``openai-latency bench --replay`` as a subprocess against fake servers: the recorded arrival times
+(within 10 ms) and token counts (exactly: input lengths calibrated per target on the server's own
+count, output lengths by ``max_tokens`` with ``ignore_eos``), each checked in the server's log and in
+the usage the server reported; and the calibration's rule on hand-made tokenizers (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openai_latency.cli.bench.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
+from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans.span import ReadStats
+from openai_latency.fake_server.payloads import count_words
+from openai_latency.fake_server.tokens import pieces_tokens
+from tests.support.cli_runs import chat_records, run_cli, servers
+
+
+def _otlp_span(name: str, start_ns: int, attributes: dict[str, Any], span_id: int) -> dict[str, Any]:
+    def value(item: Any) -> dict[str, Any]:
+        if isinstance(item, bool):
+            return {"boolValue": item}
+        if isinstance(item, int):
+            return {"intValue": str(item)}
+        return {"stringValue": str(item)}
+
+    return {
+        "traceId": f"{span_id:032x}",
+        "spanId": f"{span_id:016x}",
+        "name": name,
+        "kind": 3,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(start_ns + 400_000_000),
+        "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
+    }
+
+
+#: Recorded calls: (seconds after the first, input tokens, output tokens, stream); outputs differ.
+RECORDED = [(0.0, 17, 3, True), (0.09, 26, 5, False), (0.12, 391, 2, True), (0.40, 15, 7, True),
+            (0.43, 65, 4, False), (0.66, 1234, 6, True)]  # fmt: skip
+
+
+def _recording(folder: Path) -> Path:
+    origin = 1_760_000_000_000_000_000
+    spans = []
+    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(RECORDED), start=1):
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "prod-model",
+            "gen_ai.request.stream": stream,
+            "gen_ai.usage.input_tokens": tokens_in,
+            "gen_ai.usage.output_tokens": tokens_out,
+        }
+        start = origin + round(offset * 1e9)
+        spans.append(_otlp_span("chat prod-model", start, attributes, number))
+        phase = {"openai_latency.phase": "network_wait", "gen_ai.operation.name": "chat"}
+        spans.append(_otlp_span("openai.network_wait", start, phase, 100 + number))
+    embeddings = {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 5}
+    spans.append(_otlp_span("embeddings m", origin, embeddings, 99))  # not replayed
+    document = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
+    recorded = folder / "production.jsonl"
+    recorded.write_text(json.dumps(document) + "\n")
+    return recorded
+
+
+def test_replay_reproduces_arrival_times_and_token_counts_exactly(tmp_path: Path) -> None:
+    """Two servers that count prompt tokens differently: ``words`` (one a word) and ``pieces`` (a
+    BPE-shaped count with a chat template's overhead: bench's first line is 7 tokens there, the
+    template 6). Each gets every recorded call with exactly its input and output tokens."""
+    out = tmp_path / "spans.jsonl"
+    with ExitStack() as stack:
+        words, pieces = servers(
+            stack, {"ttft-ms": 5, "chunks": 1}, {"ttft-ms": 5, "chunks": 1, "tokenizer": "pieces"}
+        )
+        result = run_cli(
+            ["bench", "--model", "m", "--format", "json", "--target", f"w={words.base_url}",
+             "--target", f"p={pieces.base_url}", "--replay", str(_recording(tmp_path)), "--replay-speed", "2",
+             "--out", str(out)]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        report = result.json()
+        counts = {"w": count_words, "p": pieces_tokens}
+        for name, server in (("w", words), ("p", pieces)):
+            # the probes (max_tokens 1, not streamed) and a warm-up call of each kind, stream and not
+            # (the connection, the SDK's first call of the kind), then the replayed calls
+            records = sorted(chat_records(server), key=lambda r: r.received_ns)
+            probes = [r for r in records if r.body["max_tokens"] == 1]
+            assert 3 <= len(probes) <= 3 * len(FILLERS) and records[: len(probes)] == probes
+            records = records[len(probes) + 2 :]
+            assert len(records) == len(RECORDED)
+            by_output = {r.body["max_tokens"]: r for r in records}
+            assert sorted(by_output) == sorted(out for _, _, out, _ in RECORDED)  # each call, exactly once
+            # every arrival at its recorded time / 2 (--replay-speed 2) within 10 ms, from a common
+            # origin: the one that fits best (the median shift), so no single late arrival moves the others
+            shifts = [by_output[out].received_ns / 1e9 - offset / 2 for offset, _, out, _ in RECORDED]
+            origin = statistics.median(shifts)
+            assert all(shift - origin == pytest.approx(0, abs=0.010) for shift in shifts), shifts
+            for _, tokens_in, tokens_out, stream in RECORDED:
+                body = by_output[tokens_out].body
+                assert body.get("stream", False) is stream and body["ignore_eos"] is True
+                # the server's own count of what it received (its log): the recorded input tokens
+                assert counts[name](body["messages"]) == tokens_in, (name, tokens_in)
+                assert body["messages"][0]["content"].startswith("bench-")  # the cold first line kept
+            (entry,) = [r for r in report["results"] if r["key"]["target"] == name]
+            assert entry["key"]["load"] == "replay x2" and entry["requests"] == len(RECORDED)
+            assert entry["output_tokens"] == sum(out for _, _, out, _ in RECORDED)
+            assert entry["output_length_short"] == 0
+            check = entry["input_tokens_as_recorded"]
+            assert (check["matched"], check["checked"], check["largest_miss"]) == (
+                len(RECORDED),
+                len(RECORDED),
+                0,
+            )
+            assert check["calibration"]["exact"] is True and check["calibration"]["filler"] == "the"
+        overheads = {r["key"]["target"]: r["input_tokens_as_recorded"]["calibration"]["overhead_tokens"]
+                     for r in report["results"]}  # fmt: skip
+        assert overheads == {"w": 1, "p": 3 + 3 + 7 + 1}  # first line; template, first line, its newline
+        # and the usage the servers reported, per call, as the spans of --out keep it
+        seen = sorted(
+            (s.attributes["openai_latency.bench.target"], s.attributes["gen_ai.usage.input_tokens"],
+             s.attributes["gen_ai.usage.output_tokens"])
+            for s in read_spans([out], ReadStats()) if s.name.startswith("chat ")
+        )  # fmt: skip
+        assert seen == sorted((name, i, o) for name in ("w", "p") for _, i, o, _ in RECORDED)
+    table = run_cli(["report", str(out)])
+    assert table.code == 0, table.err
+
+
+def _counted(rule: dict[str, tuple[int, int]]) -> Any:
+    """A hand-made tokenizer: per filler word, (tokens per word, overhead); merging words count half."""
+    asked: list[tuple[str, int]] = []
+
+    async def probe(word: str, words: int) -> int | None:
+        asked.append((word, words))
+        per_word, overhead = rule.get(word, (1, 10))
+        if per_word == 0:  # a tokenizer that merges a repeated word in pairs: not one token each
+            return overhead + (words + 1) // 2
+        return overhead + per_word * words
+
+    probe.asked = asked  # type: ignore[attr-defined]
+    return probe
+
+
+def test_the_calibration_picks_a_word_counted_one_token_each() -> None:
+    probe = _counted({"the": (2, 9)})  # "the" is two tokens here, "a" one
+    found = asyncio.run(calibrate(probe))
+    assert found.exact and found.filler == "a" and found.overhead == 10
+    assert probe.asked == [("the", k) for k in PROBES] + [("a", k) for k in PROBES]
+    assert found.prompt(25) == " ".join(["a"] * 15) and found.words(5) == 1  # below the overhead: 1 word
+    assert "calibrated" in found.text
+
+
+def test_a_tokenizer_that_splits_the_filler_differently_is_detected_and_said() -> None:
+    merging = _counted({word: (0, 12) for word in FILLERS})
+    found = asyncio.run(calibrate(merging))
+    assert not found.exact and found.slope is None and found.prompt(100) is None  # plain words instead
+    assert found.problem is not None and "none of the, a, of, is" in found.problem
+    assert "lengths approximate" in found.text and f'"the" x {", ".join(map(str, PROBES))}' in found.text
+    doubled = asyncio.run(calibrate(_counted({word: (2, 12) for word in FILLERS})))
+    assert not doubled.exact and doubled.slope == 2 and doubled.word == "the"
+    assert doubled.words(112) == 50  # (112 - 12) / 2: exact while the line holds, checked afterwards
+
+
+def test_the_check_says_what_matched_and_the_largest_miss() -> None:
+    check = InputCheck(Calibration(filler="the", overhead=14))
+    for recorded, reported in ((20, 20), (30, 33), (40, 38), (50, None)):
+        check.add(recorded, reported)
+    assert (check.matched, check.checked, check.unreported, check.largest_miss) == (1, 3, 1, 3)
+    line = check.line("gw")
+    assert line.startswith("gw: replayed input tokens as recorded in 1 of 3 checked calls, largest miss +3")
+    assert "1 calls without usage, not checked" in line
