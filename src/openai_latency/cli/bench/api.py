@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..stats.sketch import Sketch
 from .record import Tag
 from .workload import Api
 
@@ -80,10 +81,10 @@ def answer_text(result: Any, api: Api) -> str:
 
 
 async def send(
-    client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: list[float] | None, keep: bool
+    client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: Sketch | None, keep: bool
 ) -> tuple[str, int | None, int | None]:
     """One call of ``api``; a stream's content chunks counted in ``tag``, the gaps between them
-    appended to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else ""), and the
+    added to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else ""), and the
     output and input tokens the server reported (None without usage)."""
     create = resource(client, api).create
     if not kwargs.get("stream"):
@@ -106,7 +107,7 @@ async def send(
                 continue
             now = time.perf_counter_ns()
             if last:
-                gaps.append((now - last) / 1e9)
+                gaps.add((now - last) / 1e9)
             last = now
     # the usage is in the last chunk (chat, completions) or the last event's response (Responses)
     last_item = getattr(chunk, "response", None) or chunk

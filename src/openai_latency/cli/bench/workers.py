@@ -36,6 +36,7 @@ from typing import Any, TextIO
 
 from ..render.terminal import Progress
 from ..spans.write import write_otlp_json
+from ..stats.sketch import Sketch
 from .loops import groups, share
 from .plan import Load, Plan, Target, Workload
 from .record import TargetProgress
@@ -279,7 +280,7 @@ def _merged(base: dict[str, TargetProgress], snapshots: Any) -> dict[str, Target
 def _add(state: RunState, result: dict[str, Any]) -> None:
     state.interrupted = state.interrupted or bool(result.get("interrupted"))
     for key, gaps in result.get("chunk_gaps", {}).items():
-        state.chunk_gaps.setdefault(key, []).extend(gaps)
+        state.chunk_gaps.setdefault(key, Sketch()).merge(gaps)
     state.loop_lag.extend(result.get("loop_lag", []))
     state.cpu_s += result.get("cpu_s", 0.0)
     state.late += result.get("late", 0)
