@@ -189,8 +189,11 @@ def _check_plotly() -> None:
         raise UsageError(str(exc)) from None
 
 
-def _write_html(plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO) -> None:
+def _write_html(
+    plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO, sweep: Sweep | None = None
+) -> None:
     from ...version import __version__
+    from ..render.charts import Knee
     from ..render.html import write_html
     from ..render.verdict import sentences
     from .verdicts import level_verdicts
@@ -208,7 +211,8 @@ def _write_html(plan: Plan, calls: list[Call], stats: list[TargetStats], err: Te
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
     try:
-        write_html(options.html, title, notes, calls, __version__)
+        knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
+        write_html(options.html, title, notes, calls, __version__, knee)
     except OSError as exc:
         print(f"openai-latency bench: --html: cannot write {options.html}: {exc.strerror or exc}", file=err)
         return
@@ -267,7 +271,7 @@ def _finish(
         print_tables(output, plan, stats, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, stats, err)
+        _write_html(plan, calls, stats, err, state.sweep)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

@@ -48,6 +48,15 @@ class Sweep:
     #: Rate levels ended early by ``--stop-over-saturated``.
     stopped: list[str] = field(default_factory=list)
 
+    @property
+    def knee_rule(self) -> str:
+        """How the knee was found, in words (the ``--html`` chart says it)."""
+        top = f" ({self.max_throughput:,.1f} requests/s)" if self.max_throughput else ""
+        return (
+            f"the lowest concurrency whose steady throughput is within {GROWTH:.0%} of the highest{top};"
+            f" closed loop at concurrency 1, 2, 4, ... until it grew by less than {GROWTH:.0%}"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "search": [{"load": label, "requests_per_s": rates} for label, rates in self.search],
