@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ import pytest
 from openai_latency.cli.bench.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats
+from openai_latency.fake_server import SpawnedServer
 from openai_latency.fake_server.payloads import count_words
+from openai_latency.fake_server.records import RequestRecord
 from openai_latency.fake_server.tokens import pieces_tokens
 from tests.support.cli_runs import chat_records, run_cli, servers
 
@@ -47,9 +50,15 @@ RECORDED = [(0.0, 17, 3, True), (0.09, 26, 5, False), (0.12, 391, 2, True), (0.4
 
 
 def _recording(folder: Path) -> Path:
+    return _otlp_span_file(folder, RECORDED)
+
+
+def _otlp_span_file(folder: Path, recorded: list[tuple[float, int, int, bool]]) -> Path:
+    """An OTLP JSON file of chat calls (offset, input tokens, output tokens, stream), their phase
+    spans, and an embeddings call (not replayed)."""
     origin = 1_760_000_000_000_000_000
     spans = []
-    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(RECORDED), start=1):
+    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(recorded), start=1):
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": "prod-model",
@@ -69,65 +78,86 @@ def _recording(folder: Path) -> Path:
     return recorded
 
 
-def test_replay_reproduces_arrival_times_and_token_counts_exactly(tmp_path: Path) -> None:
-    """Two servers that count prompt tokens differently: ``words`` (one a word) and ``pieces`` (a
-    BPE-shaped count with a chat template's overhead: bench's first line is 7 tokens there, the
-    template 6). Each gets every recorded call with exactly its input and output tokens."""
+def _replay(tmp_path: Path, targets: dict[str, SpawnedServer], speed: str) -> tuple[dict[str, Any], Path]:
     out = tmp_path / "spans.jsonl"
+    named = [arg for name, server in targets.items() for arg in ("--target", f"{name}={server.base_url}")]
+    recording = str(_recording(tmp_path))
+    result = run_cli(["bench", "--model", "m", "--format", "json", *named, "--replay", recording,
+                      "--replay-speed", speed, "--out", str(out)])  # fmt: skip
+    assert result.code == 0, result.err
+    return result.json(), out
+
+
+def _replayed_records(server: SpawnedServer) -> dict[int, RequestRecord]:
+    """The replayed calls as the server logged them, by their output tokens (max_tokens): after the
+    probes (max_tokens 1, not streamed) and a warm-up call of each kind, stream and not (the
+    connection, the SDK's first call of the kind)."""
+    records = sorted(chat_records(server), key=lambda r: r.received_ns)
+    probes = [r for r in records if r.body["max_tokens"] == 1]
+    assert 3 <= len(probes) <= 3 * len(FILLERS) and records[: len(probes)] == probes
+    records = records[len(probes) + 2 :]
+    assert len(records) == len(RECORDED)
+    by_output = {r.body["max_tokens"]: r for r in records}
+    assert sorted(by_output) == sorted(out for _, _, out, _ in RECORDED)  # each call, exactly once
+    return by_output
+
+
+def _check_token_counts(
+    name: str, server: SpawnedServer, count: Callable[[object], int], report: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """Every replayed call's input tokens (the server's own count of the body it logged, and the usage
+    it reported) and output tokens exactly as recorded; returns the calibration."""
+    by_output = _replayed_records(server)
+    for _, tokens_in, tokens_out, stream in RECORDED:
+        body = by_output[tokens_out].body
+        assert body.get("stream", False) is stream and body["ignore_eos"] is True
+        assert count(body["messages"]) == tokens_in, (name, tokens_in)
+        assert body["messages"][0]["content"].startswith("bench-")  # the cold first line kept
+    (entry,) = [r for r in report["results"] if r["key"]["target"] == name]
+    assert entry["requests"] == len(RECORDED) and entry["output_length_short"] == 0
+    assert entry["output_tokens"] == sum(out for _, _, out, _ in RECORDED)
+    check = entry["input_tokens_as_recorded"]
+    assert (check["matched"], check["checked"], check["largest_miss"]) == (len(RECORDED), len(RECORDED), 0)
+    # the usage the server reported, per call, as the spans of --out keep it
+    seen = sorted(
+        (s.attributes["gen_ai.usage.input_tokens"], s.attributes["gen_ai.usage.output_tokens"])
+        for s in read_spans([out], ReadStats())
+        if s.name.startswith("chat ") and s.attributes["openai_latency.bench.target"] == name
+    )
+    assert seen == sorted((i, o) for _, i, o, _ in RECORDED)
+    calibration: dict[str, Any] = check["calibration"]
+    assert calibration["exact"] is True and calibration["filler"] == "the"
+    return calibration
+
+
+def test_replay_reproduces_arrival_times_and_token_counts_exactly(tmp_path: Path) -> None:
+    """A server that counts prompt tokens as a BPE tokenizer with a chat template would (``pieces``:
+    bench's first line is 7 tokens, its newline 1, the template 6) gets every recorded call at its
+    recorded time and with exactly its input and output tokens."""
     with ExitStack() as stack:
-        words, pieces = servers(
-            stack, {"ttft-ms": 5, "chunks": 1}, {"ttft-ms": 5, "chunks": 1, "tokenizer": "pieces"}
-        )
-        result = run_cli(
-            ["bench", "--model", "m", "--format", "json", "--target", f"w={words.base_url}",
-             "--target", f"p={pieces.base_url}", "--replay", str(_recording(tmp_path)), "--replay-speed", "2",
-             "--out", str(out)]
-        )  # fmt: skip
-        assert result.code == 0, result.err
-        report = result.json()
-        counts = {"w": count_words, "p": pieces_tokens}
-        for name, server in (("w", words), ("p", pieces)):
-            # the probes (max_tokens 1, not streamed) and a warm-up call of each kind, stream and not
-            # (the connection, the SDK's first call of the kind), then the replayed calls
-            records = sorted(chat_records(server), key=lambda r: r.received_ns)
-            probes = [r for r in records if r.body["max_tokens"] == 1]
-            assert 3 <= len(probes) <= 3 * len(FILLERS) and records[: len(probes)] == probes
-            records = records[len(probes) + 2 :]
-            assert len(records) == len(RECORDED)
-            by_output = {r.body["max_tokens"]: r for r in records}
-            assert sorted(by_output) == sorted(out for _, _, out, _ in RECORDED)  # each call, exactly once
-            # every arrival at its recorded time / 2 (--replay-speed 2) within 10 ms, from a common
-            # origin: the one that fits best (the median shift), so no single late arrival moves the others
-            shifts = [by_output[out].received_ns / 1e9 - offset / 2 for offset, _, out, _ in RECORDED]
-            origin = statistics.median(shifts)
-            assert all(shift - origin == pytest.approx(0, abs=0.010) for shift in shifts), shifts
-            for _, tokens_in, tokens_out, stream in RECORDED:
-                body = by_output[tokens_out].body
-                assert body.get("stream", False) is stream and body["ignore_eos"] is True
-                # the server's own count of what it received (its log): the recorded input tokens
-                assert counts[name](body["messages"]) == tokens_in, (name, tokens_in)
-                assert body["messages"][0]["content"].startswith("bench-")  # the cold first line kept
-            (entry,) = [r for r in report["results"] if r["key"]["target"] == name]
-            assert entry["key"]["load"] == "replay x2" and entry["requests"] == len(RECORDED)
-            assert entry["output_tokens"] == sum(out for _, _, out, _ in RECORDED)
-            assert entry["output_length_short"] == 0
-            check = entry["input_tokens_as_recorded"]
-            assert (check["matched"], check["checked"], check["largest_miss"]) == (
-                len(RECORDED),
-                len(RECORDED),
-                0,
-            )
-            assert check["calibration"]["exact"] is True and check["calibration"]["filler"] == "the"
-        overheads = {r["key"]["target"]: r["input_tokens_as_recorded"]["calibration"]["overhead_tokens"]
-                     for r in report["results"]}  # fmt: skip
-        assert overheads == {"w": 1, "p": 3 + 3 + 7 + 1}  # first line; template, first line, its newline
-        # and the usage the servers reported, per call, as the spans of --out keep it
-        seen = sorted(
-            (s.attributes["openai_latency.bench.target"], s.attributes["gen_ai.usage.input_tokens"],
-             s.attributes["gen_ai.usage.output_tokens"])
-            for s in read_spans([out], ReadStats()) if s.name.startswith("chat ")
-        )  # fmt: skip
-        assert seen == sorted((name, i, o) for name in ("w", "p") for _, i, o, _ in RECORDED)
+        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 1, "tokenizer": "pieces"})
+        report, out = _replay(tmp_path, {"p": server}, "2")
+        by_output = _replayed_records(server)
+        # every arrival at its recorded time / 2 (--replay-speed 2) within 10 ms, from a common origin:
+        # the one that fits best (the median shift), so no single late arrival moves the others
+        shifts = [by_output[out].received_ns / 1e9 - offset / 2 for offset, _, out, _ in RECORDED]
+        origin = statistics.median(shifts)
+        assert all(shift - origin == pytest.approx(0, abs=0.010) for shift in shifts), shifts
+        assert report["results"][0]["key"]["load"] == "replay x2"
+        calibration = _check_token_counts("p", server, pieces_tokens, report, out)
+    assert calibration["overhead_tokens"] == 3 + 3 + 7 + 1  # template, first line, its newline
+
+
+def test_each_target_is_calibrated_on_its_own_count(tmp_path: Path) -> None:
+    """Two targets that count differently in one run: each its own overhead, each exact."""
+    with ExitStack() as stack:
+        words, pieces = servers(stack, {"chunks": 1}, {"chunks": 1, "tokenizer": "pieces"})
+        report, out = _replay(tmp_path, {"w": words, "p": pieces}, "8")
+        overheads = {
+            name: _check_token_counts(name, server, count, report, out)["overhead_tokens"]
+            for name, server, count in (("w", words, count_words), ("p", pieces, pieces_tokens))
+        }
+    assert overheads == {"w": 1, "p": 14}  # words: the first line is one word
     table = run_cli(["report", str(out)])
     assert table.code == 0, table.err
 
