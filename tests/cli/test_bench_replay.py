@@ -78,36 +78,44 @@ def _otlp_span_file(folder: Path, recorded: list[tuple[float, int, int, bool]]) 
     return recorded
 
 
-def _replay(tmp_path: Path, targets: dict[str, SpawnedServer], speed: str) -> tuple[dict[str, Any], Path]:
+def _replay(
+    tmp_path: Path, targets: dict[str, SpawnedServer], speed: str, *more: str
+) -> tuple[dict[str, Any], Path]:
     out = tmp_path / "spans.jsonl"
     named = [arg for name, server in targets.items() for arg in ("--target", f"{name}={server.base_url}")]
     recording = str(_recording(tmp_path))
     result = run_cli(["bench", "--model", "m", "--format", "json", *named, "--replay", recording,
-                      "--replay-speed", speed, "--out", str(out)])  # fmt: skip
+                      "--replay-speed", speed, "--out", str(out), *more])  # fmt: skip
     assert result.code == 0, result.err
     return result.json(), out
 
 
-def _replayed_records(server: SpawnedServer) -> dict[int, RequestRecord]:
-    """The replayed calls as the server logged them, by their output tokens (max_tokens): after the
-    probes (max_tokens 1, not streamed) and a warm-up call of each kind, stream and not (the
-    connection, the SDK's first call of the kind)."""
+def _replayed_records(server: SpawnedServer, workers: int = 1) -> dict[int, RequestRecord]:
+    """The replayed calls as the server logged them, by their output tokens (max_tokens): after each
+    client process's probes (max_tokens 1, not streamed) and warm-up call of each kind, stream and not
+    (the connection, the SDK's first call of the kind)."""
     records = sorted(chat_records(server), key=lambda r: r.received_ns)
     probes = [r for r in records if r.body["max_tokens"] == 1]
-    assert 3 <= len(probes) <= 3 * len(FILLERS) and records[: len(probes)] == probes
-    records = records[len(probes) + 2 :]
-    assert len(records) == len(RECORDED)
+    assert 3 * workers <= len(probes) <= 3 * len(FILLERS) * workers
+    assert len(records) == len(probes) + 2 * workers + len(RECORDED)
+    records = records[-len(RECORDED) :]  # all of them after the probes and warm-ups (the start)
+    assert not any(r.body["max_tokens"] == 1 for r in records)
     by_output = {r.body["max_tokens"]: r for r in records}
     assert sorted(by_output) == sorted(out for _, _, out, _ in RECORDED)  # each call, exactly once
     return by_output
 
 
 def _check_token_counts(
-    name: str, server: SpawnedServer, count: Callable[[object], int], report: dict[str, Any], out: Path
+    name: str,
+    server: SpawnedServer,
+    count: Callable[[object], int],
+    report: dict[str, Any],
+    out: Path,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Every replayed call's input tokens (the server's own count of the body it logged, and the usage
     it reported) and output tokens exactly as recorded; returns the calibration."""
-    by_output = _replayed_records(server)
+    by_output = _replayed_records(server, workers)
     for _, tokens_in, tokens_out, stream in RECORDED:
         body = by_output[tokens_out].body
         assert body.get("stream", False) is stream and body["ignore_eos"] is True
@@ -146,6 +154,23 @@ def test_replay_reproduces_arrival_times_and_token_counts_exactly(tmp_path: Path
         assert report["results"][0]["key"]["load"] == "replay x2"
         calibration = _check_token_counts("p", server, pieces_tokens, report, out)
     assert calibration["overhead_tokens"] == 3 + 3 + 7 + 1  # template, first line, its newline
+
+
+def test_replay_in_two_client_processes(tmp_path: Path) -> None:
+    """``--workers 2``: the processes take turns on the recorded arrivals from one shared start, each
+    calibrated on its own; one merged result, the same arrival times and token counts."""
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 1, "tokenizer": "pieces"})
+        report, out = _replay(tmp_path, {"p": server}, "2", "--workers", "2")
+        by_output = _replayed_records(server, workers=2)
+        shifts = [by_output[out].received_ns / 1e9 - offset / 2 for offset, _, out, _ in RECORDED]
+        origin = statistics.median(shifts)
+        assert all(shift - origin == pytest.approx(0, abs=0.010) for shift in shifts), shifts
+        assert report["config"]["workers"] == 2 and len(report["results"]) == 1
+        _check_token_counts("p", server, pieces_tokens, report, out, workers=2)
+    # two processes sent them (their own connections), taking turns
+    connections = [by_output[out].connection_id for _, _, out, _ in RECORDED]
+    assert not set(connections[0::2]) & set(connections[1::2]), connections
 
 
 def test_each_target_is_calibrated_on_its_own_count(tmp_path: Path) -> None:

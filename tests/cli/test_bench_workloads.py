@@ -148,6 +148,9 @@ def test_responses_and_completions_apis_tools_and_headers_reach_the_server(tmp_p
         (["--api", "completions", "--tools", "{tools}"], "completions API has no tools"),
         (["--tools", "{bad}"], "not JSON"),
         (["--header", "bad header=1"], "--header: expected NAME=VALUE"),
+        # why, and what to do instead
+        (["--sweep", "--workers", "2"], "--sweep runs in one client process: it picks each next level"),
+        (["--sweep", "-c", "2"], "--sweep chooses the load itself: leave out -c and --rate"),
     ],
 )
 def test_bad_workload_options_are_one_line(argv: list[str], message: str, tmp_path: Path) -> None:

@@ -179,6 +179,16 @@ class InputCheck:
         if abs(miss) > abs(self.largest_miss):
             self.largest_miss = miss
 
+    def merge(self, other: InputCheck) -> None:
+        """Another process's calls (``--workers``: each calibrated the same target on its own)."""
+        self.matched += other.matched
+        self.checked += other.checked
+        self.unreported += other.unreported
+        if abs(other.largest_miss) > abs(self.largest_miss):
+            self.largest_miss = other.largest_miss
+        if self.calibration.exact and not other.calibration.exact:
+            self.calibration = other.calibration  # the worse one, said
+
     def line(self, label: str) -> str:
         text = f"{label}: replayed input tokens as recorded in {self.matched} of {self.checked} checked calls"
         text += (

@@ -141,6 +141,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
         for number, load in enumerate(schedule.levels, 1):
             state.enter_level(load.label, number, len(schedule.levels))
             if load.replay_speed is not None:
+                await runner.prepare_replay()
                 await runner.replay(load)
                 continue
             ramp = load.ramp(schedule.ramp_up)

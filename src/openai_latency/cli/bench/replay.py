@@ -94,16 +94,25 @@ def conversations(
 
 
 async def replay_loop(
-    offsets: Sequence[float], targets: int, speed: float, send: Callable[[int, int], Awaitable[None]]
+    offsets: Sequence[float],
+    targets: int,
+    speed: float,
+    send: Callable[[int, int], Awaitable[None]],
+    part: int = 0,
+    parts: int = 1,
+    origin: float | None = None,
 ) -> int:
-    """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds from now, to each
-    target (one task per request, nothing capped: the recorded load, whatever the server does with
-    it). Returns the arrivals the client sent more than 10 ms late."""
+    """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds after ``origin``
+    (``time.monotonic()``; default now), to each target (one task per request, nothing capped: the
+    recorded load, whatever the server does with it). In a ``--workers`` run this process is worker
+    ``part`` of ``parts``: it sends the arrivals ``part``, ``part + parts``, ... (the workers take
+    turns, from the origin they share). Returns the arrivals the client sent more than 10 ms late."""
     tasks: set[asyncio.Task[None]] = set()
-    start = time.monotonic()
+    start = time.monotonic() if origin is None else origin
     late = 0
     try:
-        for item, offset in enumerate(offsets):
+        for item in range(part, len(offsets), parts):
+            offset = offsets[item]
             due = start + offset / speed
             wait = due - time.monotonic()
             if wait > 0:

@@ -297,14 +297,21 @@ class Runner:
             check.add(conversation.input_tokens, inputs)
         return text
 
-    async def replay(self, load: Load) -> None:
-        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target."""
+    async def replay(self, load: Load, part: int = 0, parts: int = 1, origin: float | None = None) -> None:
+        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target (worker
+        ``part`` of ``parts``: its turns, from ``origin``); :meth:`prepare_replay` first."""
         assert load.replay_speed is not None
-        items = self.workload.items()
 
         def send(i: int, item: int) -> Awaitable[None]:
             return self.request(i, load.label, item=item)
 
+        offsets, speed = self.workload.replay_offsets, load.replay_speed
+        with self.level(load.label):
+            self.state.late += await replay_loop(offsets, len(self.targets), speed, send, part, parts, origin)
+
+    async def prepare_replay(self) -> None:
+        """Before the first arrival: the calibrated prompts and one warm-up call of each kind."""
+        items = self.workload.items()
         # Per target, the prompts of the recorded input lengths, calibrated on its tokenizer (probes)
         for i, target in enumerate(self.targets):
             probe = prober(self.clients[i], self.workload, target.model, target.name)
@@ -318,9 +325,6 @@ class Runner:
         firsts = {bool(c.stream): number for number, c in reversed(list(enumerate(items)))}
         for item in sorted(firsts.values()):
             await asyncio.gather(*(self.request(i, "warmup", True, item) for i in range(len(self.targets))))
-        offsets = self.workload.replay_offsets
-        with self.level(load.label):
-            self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
