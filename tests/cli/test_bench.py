@@ -46,7 +46,7 @@ PROMPT = "Why is the first token slow?"
 def _header(record: RequestRecord) -> str:
     """The first line bench puts before every prompt (``--prefix-cache cold``: one per request)."""
     line = record.body["messages"][0]["content"].split("\n", 1)[0]
-    assert re.fullmatch(r"bench-[0-9a-f]{12}", line), line
+    assert re.fullmatch(r"bench-[0-9]{12}", line), line
     return line + "\n"
 
 

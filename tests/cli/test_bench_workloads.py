@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import statistics
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -149,6 +148,9 @@ def test_responses_and_completions_apis_tools_and_headers_reach_the_server(tmp_p
         (["--api", "completions", "--tools", "{tools}"], "completions API has no tools"),
         (["--tools", "{bad}"], "not JSON"),
         (["--header", "bad header=1"], "--header: expected NAME=VALUE"),
+        # why, and what to do instead
+        (["--sweep", "--workers", "2"], "--sweep runs in one client process: it picks each next level"),
+        (["--sweep", "-c", "2"], "--sweep chooses the load itself: leave out -c and --rate"),
     ],
 )
 def test_bad_workload_options_are_one_line(argv: list[str], message: str, tmp_path: Path) -> None:
@@ -256,76 +258,6 @@ def test_prompt_and_output_length_distributions_and_output_length_not_met() -> N
         short = [r.body["max_tokens"] for r in records].count(6)
         assert short > 0
         assert f"a: {short} of 12 requests got fewer output tokens than --output-tokens asked" in result.out
-
-
-def _otlp_span(name: str, start_ns: int, attributes: dict[str, Any], span_id: int) -> dict[str, Any]:
-    def value(item: Any) -> dict[str, Any]:
-        if isinstance(item, bool):
-            return {"boolValue": item}
-        if isinstance(item, int):
-            return {"intValue": str(item)}
-        return {"stringValue": str(item)}
-
-    return {
-        "traceId": f"{span_id:032x}",
-        "spanId": f"{span_id:016x}",
-        "name": name,
-        "kind": 3,
-        "startTimeUnixNano": str(start_ns),
-        "endTimeUnixNano": str(start_ns + 400_000_000),
-        "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
-    }
-
-
-#: Recorded calls: (seconds after the first, input tokens, output tokens, stream); outputs differ.
-RECORDED = [(0.0, 13, 3, True), (0.09, 26, 5, False), (0.12, 39, 2, True), (0.40, 13, 7, True),
-            (0.43, 65, 4, False), (0.66, 26, 6, True)]  # fmt: skip
-
-
-def test_replay_reproduces_arrival_times_and_token_counts(tmp_path: Path) -> None:
-    origin = 1_760_000_000_000_000_000
-    spans = []
-    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(RECORDED), start=1):
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": "prod-model",
-            "gen_ai.request.stream": stream,
-            "gen_ai.usage.input_tokens": tokens_in,
-            "gen_ai.usage.output_tokens": tokens_out,
-        }
-        start = origin + round(offset * 1e9)
-        spans.append(_otlp_span("chat prod-model", start, attributes, number))
-        phase = {"openai_latency.phase": "network_wait", "gen_ai.operation.name": "chat"}
-        spans.append(_otlp_span("openai.network_wait", start, phase, 100 + number))
-    embeddings = {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 5}
-    spans.append(_otlp_span("embeddings m", origin, embeddings, 99))  # not replayed
-    document = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
-    recorded = tmp_path / "production.jsonl"
-    recorded.write_text(json.dumps(document) + "\n")
-    with ExitStack() as stack:
-        (server,) = servers(stack, {"ttft-ms": 5, "chunks": 1})
-        report = _bench("--target", f"a={server.base_url}", "--replay", str(recorded), "--replay-speed", "2")
-        # first a warm-up call of each kind, stream and not (the connection, the SDK's first call of
-        # the kind; not in the results)
-        records = sorted(chat_records(server), key=lambda r: r.received_ns)[2:]
-        assert len(records) == len(RECORDED)
-        by_output = {r.body["max_tokens"]: r for r in records}
-        assert sorted(by_output) == sorted(out for _, _, out, _ in RECORDED)  # each call, exactly once
-        # every arrival at its recorded time / 2 (--replay-speed 2) within 10 ms, from a common origin:
-        # the one that fits best (the median shift), so no single late arrival moves the others
-        shifts = [by_output[out].received_ns / 1e9 - offset / 2 for offset, _, out, _ in RECORDED]
-        origin = statistics.median(shifts)
-        assert all(shift - origin == pytest.approx(0, abs=0.010) for shift in shifts), shifts
-        for _, tokens_in, tokens_out, stream in RECORDED:
-            record = by_output[tokens_out]
-            assert record.body.get("stream", False) is stream and record.body["ignore_eos"] is True
-            prompt = record.body["messages"][0]["content"].split("\n", 1)[1]  # after the cold line
-            assert len(prompt.split()) == round(tokens_in / 1.3)  # synthetic: ~1.3 tokens a word
-        (entry,) = report["results"]
-        assert entry["key"]["load"] == "replay x2" and entry["requests"] == len(RECORDED)
-        # the output token counts exactly (the fake honours ignore_eos with max_tokens, as vLLM does)
-        assert entry["output_tokens"] == sum(out for _, _, out, _ in RECORDED)
-        assert entry["output_length_short"] == 0
 
 
 def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:

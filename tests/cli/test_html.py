@@ -7,6 +7,7 @@ missing browser fails them."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -43,6 +44,11 @@ def _browser(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 
 def _checked(page: Path, charts: tuple[str, ...]) -> dict[str, int]:
     """Loads the page; asserts no script error; returns each chart's marks."""
+    return _loaded(page, charts)[0]
+
+
+def _loaded(page: Path, charts: tuple[str, ...]) -> tuple[dict[str, int], str]:
+    """Loads the page; asserts no script error; returns each chart's marks and the drawn DOM."""
     assert page.stat().st_size > 1_000_000  # plotly.js inlined, not fetched
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"<(script|link)[^>]+(src|href)=", text)  # every script inline
@@ -57,7 +63,7 @@ def _checked(page: Path, charts: tuple[str, ...]) -> dict[str, int]:
     marks = {name: int(value) for name, value in re.findall(r'id="([a-z0-9]+)" data-marks="(\d+)"', dom)}
     assert tuple(marks) == charts
     assert all(count > 0 for count in marks.values()), marks
-    return marks
+    return marks, dom
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +119,34 @@ def test_report_and_compare_html(run: Path) -> None:
     text = (run / "compare.html").read_text(encoding="utf-8")
     for group in ("fast c=1", "fast c=3", "flaky c=1", "flaky c=3"):
         assert f'"name": "{group} baseline"' in text and f'"name": "{group} current"' in text, group
+
+
+def test_a_sweep_page_marks_the_knee(tmp_path: Path) -> None:
+    """``--sweep --html``: the chart of latency and throughput against load has a line at the knee's
+    level, labelled with it, and says how the knee was found; checked in the figure and as drawn."""
+    page = tmp_path / "sweep.html"
+    with ExitStack() as stack:
+        (server,) = servers(stack, {"capacity": 2, "delay-ms": 40, "chunks": 3})
+        result = run_cli(["bench", "--model", "m", "--target", f"a={server.base_url}", "-n", "8",
+                          "--sweep", "1", "--format", "json", "--html", str(page)])  # fmt: skip
+    assert result.code == 0, result.err
+    knee = result.json()["sweep"]["knee"]
+    assert knee and knee.startswith("c=")
+    found = re.search(r"const charts=(.*?);\nconst options", page.read_text(encoding="utf-8"), re.S)
+    assert found is not None
+    layout = json.loads(found.group(1).replace("<\\/", "</"))["sweep"]["layout"]
+    levels = layout["xaxis"]["categoryarray"]
+    assert layout["xaxis"]["categoryorder"] == "array" and knee in levels and len(levels) >= 3
+    (line,) = layout["shapes"]
+    assert line["type"] == "line" and line["x0"] == line["x1"] == levels.index(knee)
+    assert (line["yref"], line["y0"], line["y1"]) == ("paper", 0, 1)  # across the whole plot
+    (label,) = layout["annotations"]
+    assert label["text"] == f"knee: {knee}" and label["x"] == levels.index(knee)
+    assert (
+        "knee: the lowest concurrency whose steady throughput is within 10% of the highest"
+        in (layout["title"]["text"])
+    )
+    _, dom = _loaded(page, CHARTS)
+    shapes = re.search(r'id="sweep" data-marks="\d+" data-shapes="(\d+)"', dom)
+    assert shapes is not None and int(shapes.group(1)) == 1, shapes
+    assert f">knee: {knee}<" in dom  # the label, drawn as SVG text

@@ -88,7 +88,7 @@ def test_bench_ranks_the_servers_as_their_own_timings_do(
         for name, server in (("small", small), ("large", large)):
             # the same request as bench's by default (--prefix-cache cold): a line of its own first,
             # so both clients send the same kind of request
-            plain[name].append(plain_stream(server, f"bench-{rng.getrandbits(48):012x}\n{prompt}"))
+            plain[name].append(plain_stream(server, f"bench-{rng.randrange(10**12):012d}\n{prompt}"))
 
     out = tmp_path / "bench.jsonl"
     result = run_cli(

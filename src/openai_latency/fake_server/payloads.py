@@ -1,7 +1,8 @@
 """OpenAI wire-format bodies and SSE events, with deterministic text: ``"tok0 tok1 ..."``.
 
 One word per content chunk (and per reasoning token: ``"think0 think1 ..."``); usage counts those
-words as completion tokens (reasoning included) and the words of the input as prompt tokens. Stream
+words as completion tokens (reasoning included) and the words of the input as prompt tokens (or, with
+``tokenizer: pieces``, the input's tokens as :mod:`.tokens` counts them). Stream
 events are built as ready-to-send ``bytes`` (SSE text, not yet framed as HTTP chunks) from string
 templates, so a chunk costs a string join, not a ``json.dumps``.
 """
@@ -18,6 +19,7 @@ from functools import cache
 from typing import Any, Final
 
 from .script import Script
+from .tokens import pieces_tokens
 
 JSON = dict[str, Any]
 Event = tuple[str, bytes]  # (record kind, SSE text)
@@ -125,7 +127,7 @@ def make_output(
 ) -> Output:
     words = [f"tok{i}" if i == 0 else f" tok{i}" for i in range(script.chunks)]
     reasoning = [f"think{i}" if i == 0 else f" think{i}" for i in range(script.reasoning_tokens)]
-    prompt_tokens = max(1, count_words(prompt))
+    prompt_tokens = pieces_tokens(prompt) if script.tokenizer == "pieces" else max(1, count_words(prompt))
     cached = min(cached_words, prompt_tokens)
     return Output(request_hex[:24], model, words, prompt_tokens, script, cached, reasoning)
 

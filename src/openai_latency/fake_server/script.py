@@ -76,6 +76,9 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``server-queue-ms``         the ``queue_time_ms`` of vLLM's ``metrics`` (default 0)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
+``tokenizer``               how usage counts the prompt's tokens: ``words`` (default: its words),
+                            ``pieces`` (a BPE-shaped count with a chat template's overhead:
+                            :mod:`.tokens`)
 ==========================  =====================================================================
 
 A request body with ``ignore_eos: true`` and ``max_tokens`` (``max_completion_tokens``,
@@ -111,6 +114,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from .errors import ERRORS, ErrorSpec, error_for_status
+from .tokens import TOKENIZERS, Tokenizer
 
 __all__ = ["ERRORS", "ErrorSpec", "error_for_status"]
 
@@ -184,6 +188,7 @@ class Script:
     server_timings: str | None = None
     server_metrics: str | None = None
     server_queue: float = 0.0
+    tokenizer: Tokenizer = "words"
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -319,6 +324,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "server-timings": ("server_timings", _account("llama")),
     "server-metrics": ("server_metrics", _account("vllm")),
     "server-queue-ms": ("server_queue", _ms),
+    "tokenizer": ("tokenizer", lambda k, v: _choice(k, v, TOKENIZERS)),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

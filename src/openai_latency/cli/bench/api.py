@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..stats.sketch import Sketch
 from .record import Tag
 from .workload import Api
 
@@ -80,15 +81,15 @@ def answer_text(result: Any, api: Api) -> str:
 
 
 async def send(
-    client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: list[float] | None, keep: bool
-) -> tuple[str, int | None]:
+    client: Any, api: Api, kwargs: dict[str, Any], tag: Tag, gaps: Sketch | None, keep: bool
+) -> tuple[str, int | None, int | None]:
     """One call of ``api``; a stream's content chunks counted in ``tag``, the gaps between them
-    appended to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else "") and the
-    output tokens the server reported (None without usage)."""
+    added to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else ""), and the
+    output and input tokens the server reported (None without usage)."""
     create = resource(client, api).create
     if not kwargs.get("stream"):
         result = await create(**kwargs)
-        return (answer_text(result, api) if keep else ""), output_tokens(result)
+        return (answer_text(result, api) if keep else ""), output_tokens(result), input_tokens(result)
     content = CONTENT[api]
     stream = await create(**kwargs)
     last = 0
@@ -106,15 +107,26 @@ async def send(
                 continue
             now = time.perf_counter_ns()
             if last:
-                gaps.append((now - last) / 1e9)
+                gaps.add((now - last) / 1e9)
             last = now
     # the usage is in the last chunk (chat, completions) or the last event's response (Responses)
-    return "".join(parts), output_tokens(getattr(chunk, "response", None) or chunk)
+    last_item = getattr(chunk, "response", None) or chunk
+    return "".join(parts), output_tokens(last_item), input_tokens(last_item)
 
 
 def output_tokens(result: Any) -> int | None:
+    return _usage(result, "completion_tokens", "output_tokens")
+
+
+def input_tokens(result: Any) -> int | None:
+    """The input tokens of a result's usage (chat and completions ``prompt_tokens``, Responses
+    ``input_tokens``); None without usage."""
+    return _usage(result, "prompt_tokens", "input_tokens")
+
+
+def _usage(result: Any, name: str, responses_name: str) -> int | None:
     usage = getattr(result, "usage", None)
-    tokens = getattr(usage, "completion_tokens", None)
+    tokens = getattr(usage, name, None)
     if tokens is None:
-        tokens = getattr(usage, "output_tokens", None)
-    return tokens if isinstance(tokens, int) else None
+        tokens = getattr(usage, responses_name, None)
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None

@@ -141,6 +141,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
         for number, load in enumerate(schedule.levels, 1):
             state.enter_level(load.label, number, len(schedule.levels))
             if load.replay_speed is not None:
+                await runner.prepare_replay()
                 await runner.replay(load)
                 continue
             ramp = load.ramp(schedule.ramp_up)
@@ -189,8 +190,11 @@ def _check_plotly() -> None:
         raise UsageError(str(exc)) from None
 
 
-def _write_html(plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO) -> None:
+def _write_html(
+    plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO, sweep: Sweep | None = None
+) -> None:
     from ...version import __version__
+    from ..render.charts import Knee
     from ..render.html import write_html
     from ..render.verdict import sentences
     from .verdicts import level_verdicts
@@ -208,7 +212,8 @@ def _write_html(plan: Plan, calls: list[Call], stats: list[TargetStats], err: Te
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
     try:
-        write_html(options.html, title, notes, calls, __version__)
+        knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
+        write_html(options.html, title, notes, calls, __version__, knee)
     except OSError as exc:
         print(f"openai-latency bench: --html: cannot write {options.html}: {exc.strerror or exc}", file=err)
         return
@@ -252,6 +257,7 @@ def _finish(
         key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
         s.cache_expected = _pair(state.cache_expected.get(key))
         s.short_outputs = _pair(state.short_outputs.get(key))
+        s.input_check = state.input_checks.get(key)
     unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
     if unverified:
         print(cache.warning(unverified), file=err)
@@ -266,7 +272,7 @@ def _finish(
         print_tables(output, plan, stats, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, stats, err)
+        _write_html(plan, calls, stats, err, state.sweep)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

@@ -4,9 +4,10 @@ and an open loop of arrivals at a rate with a cap on the requests in flight."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 
 Send = Callable[[int], Awaitable[None]]
 
@@ -101,3 +102,20 @@ async def cancel_all(tasks: Collection[asyncio.Task[None]]) -> None:
         task.cancel()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def groups(targets: int, sequential: bool) -> list[list[int]]:
+    """The targets that run together: all of them (interleaved), or one after another."""
+    return [[i] for i in range(targets)] if sequential else [list(range(targets))]
+
+
+def share(total: int, parts: int, part: int) -> int:
+    """Part ``part`` of ``total`` split into ``parts`` near-equal whole shares."""
+    return total // parts + (1 if part < total % parts else 0)
+
+
+def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
+    """Round-robin over the targets: ``requests`` each, or without end (a ``--duration`` run)."""
+    if requests is None:
+        return itertools.cycle(indices)
+    return iter([index for _ in range(requests) for index in indices])

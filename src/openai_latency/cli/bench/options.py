@@ -17,6 +17,7 @@ from .lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
 from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
 from .result_options import TARGET, TARGET_HELP, add_result_options, check_baseline
 from .sources import DEFAULT_REQUESTS
+from .sweep import sweep_refusal
 from .workload import APIS, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
@@ -252,8 +253,8 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
     if opts.poisson and opts.rate is None:
         raise UsageError("--poisson needs --rate")
     recorded = sources.replay_calls(opts)
-    if opts.sweep is not None and (opts.concurrency or opts.rate is not None or opts.workers > 1):
-        raise UsageError("--sweep chooses the load itself: leave out -c, --rate and --workers")
+    if opts.sweep is not None and (refusal := sweep_refusal(opts.concurrency, opts.rate, opts.workers)):
+        raise UsageError(refusal)
     if opts.stop_over_saturated and opts.sweep is None:
         raise UsageError("--stop-over-saturated needs --sweep")
     return BenchOptions(

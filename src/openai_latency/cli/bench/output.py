@@ -145,6 +145,7 @@ def notes(stats: Sequence[TargetStats], prefix_label: str = "cold") -> list[str]
             note = expectation_note(s.label, s.cache, s.cache_expected, prefix_label)
             if note:
                 lines.append(note)
+    lines += [s.input_check.line(s.label) for s in stats if s.input_check]
     for s in stats:
         if s.short_outputs and s.short_outputs[0]:
             short, of = s.short_outputs
@@ -244,6 +245,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "ttft_cache_miss": dist_dict(s.cache_miss_ttft),
         "prompt_cache": cache_dict(s.cache, s.cache_expected) if s.cache else None,
         "output_length_short": None if s.short_outputs is None else s.short_outputs[0],
+        "input_tokens_as_recorded": s.input_check.as_dict() if s.input_check else None,
         "phases": phases_dict(s.group.phases),
         "http_phases": phases_dict(s.group.http),
         "triage": {name: bucket.as_dict() for name, bucket in s.triage.items()},

@@ -5,8 +5,9 @@ previous ``bench --out``). Each operation span of a chat, Responses or completio
 request to replay: its start time (the arrivals keep their spacing, divided by ``--replay-speed``),
 its input and output token counts (``gen_ai.usage.input_tokens`` / ``output_tokens``) and its
 stream flag (``gen_ai.request.stream``). No message content is needed, nor read: the prompts are
-synthetic, of the recorded input length (plain words, as ``--prompt-tokens``), and each request asks
-for exactly the recorded output tokens (``max_tokens`` with the ignore-EOS hint).
+synthetic, of the recorded input length (a filler word repeated, calibrated per target on its
+tokenizer: :mod:`.calibrate`; plain words, as ``--prompt-tokens``, until then), and each request
+asks for exactly the recorded output tokens (``max_tokens`` with the ignore-EOS hint).
 """
 
 from __future__ import annotations
@@ -76,30 +77,42 @@ def _count(value: object) -> int | None:
 def conversations(
     calls: Sequence[Recorded], prompt: Callable[[int], str], default_prompt: str
 ) -> tuple[Conversation, ...]:
-    """One conversation per recorded call: a synthetic prompt of its input tokens, its output
-    tokens and stream flag."""
+    """One conversation per recorded call: a synthetic prompt of about its input tokens (made exact per
+    target by :func:`.calibrate.replayed`), its output tokens and stream flag."""
     result = []
     for call in calls:
         text = prompt(call.input_tokens) if call.input_tokens else default_prompt
         result.append(
             Conversation(
-                ({"role": "user", "content": text},), max_tokens=call.output_tokens, stream=call.stream
+                ({"role": "user", "content": text},),
+                max_tokens=call.output_tokens,
+                stream=call.stream,
+                input_tokens=call.input_tokens or None,
             )
         )
     return tuple(result)
 
 
 async def replay_loop(
-    offsets: Sequence[float], targets: int, speed: float, send: Callable[[int, int], Awaitable[None]]
+    offsets: Sequence[float],
+    targets: int,
+    speed: float,
+    send: Callable[[int, int], Awaitable[None]],
+    part: int = 0,
+    parts: int = 1,
+    origin: float | None = None,
 ) -> int:
-    """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds from now, to each
-    target (one task per request, nothing capped: the recorded load, whatever the server does with
-    it). Returns the arrivals the client sent more than 10 ms late."""
+    """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds after ``origin``
+    (``time.monotonic()``; default now), to each target (one task per request, nothing capped: the
+    recorded load, whatever the server does with it). In a ``--workers`` run this process is worker
+    ``part`` of ``parts``: it sends the arrivals ``part``, ``part + parts``, ... (the workers take
+    turns, from the origin they share). Returns the arrivals the client sent more than 10 ms late."""
     tasks: set[asyncio.Task[None]] = set()
-    start = time.monotonic()
+    start = time.monotonic() if origin is None else origin
     late = 0
     try:
-        for item, offset in enumerate(offsets):
+        for item in range(part, len(offsets), parts):
+            offset = offsets[item]
             due = start + offset / speed
             wait = due - time.monotonic()
             if wait > 0:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import random
 import signal
 import time
@@ -25,8 +24,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..stats.sketch import Sketch
 from .api import send
-from .loops import closed_loop, open_loop
+from .calibrate import Calibration, InputCheck, calibrate, prober, replayed
+from .loops import closed_loop, groups, open_loop, schedule, share
 from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 from .replay import replay_loop
@@ -39,8 +40,9 @@ class RunState:
     """Shared by the runner and the progress display."""
 
     planned: dict[str, int]
-    #: Gaps between content chunks as the client received them, per (target, load level).
-    chunk_gaps: dict[tuple[str, str], list[float]]
+    #: Gaps between content chunks as the client received them, per (target, load level): bounded
+    #: memory however long the run (exact up to 4,096 gaps, then within 0.5 %: :mod:`..stats.sketch`).
+    chunk_gaps: dict[tuple[str, str], Sketch]
     late: int = 0
     interrupted: bool = False
     #: How late the event loop woke a 50 ms sleep, sampled all through the run (seconds). A client
@@ -54,6 +56,8 @@ class RunState:
     #: ``--output-tokens``, per (target, load level): [requests with fewer output tokens than asked,
     #: requests whose server reported its output tokens].
     short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: ``--replay``, per (target, load level): the input tokens reported against the recorded ones.
+    input_checks: dict[tuple[str, str], InputCheck] = field(default_factory=dict)
     #: Requests (conversations) in flight now.
     in_flight: int = 0
     #: The load level running now, and per level the client's CPU time and event-loop lag samples.
@@ -217,6 +221,7 @@ class Runner:
         items = workload.items()
         # headers are random per run (not from --seed): a rerun must not hit the previous run's cache
         self._sources = [RequestSource(items, workload.prefix, None) for _ in targets]
+        self._calibrations = [Calibration() for _ in targets]  # --replay's, per target
         self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
         self._lengths = random.Random(seed)  # --output-tokens draws
 
@@ -275,31 +280,51 @@ class Runner:
         lengths = workload.output_tokens
         asked = conversation.max_tokens if lengths is None else lengths.draw(self._lengths)
         kwargs = workload.create_kwargs(self.targets[index].model, messages, asked, conversation.stream)
-        gaps = None if tag.warmup else self.state.chunk_gaps.setdefault((tag.target, tag.load), [])
-        text, tokens = await send(self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1)
+        gaps = None if tag.warmup else self.state.chunk_gaps.get((tag.target, tag.load))
+        if gaps is None and not tag.warmup:
+            gaps = self.state.chunk_gaps[(tag.target, tag.load)] = Sketch()
+        text, tokens, inputs = await send(
+            self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1
+        )
         if asked is not None and not tag.warmup:
             counts = self.state.short_outputs.setdefault((tag.target, tag.load), [0, 0])
             counts[0] += tokens is not None and tokens < asked
             counts[1] += tokens is not None
+        if conversation.input_tokens is not None and not tag.warmup:
+            check = self.state.input_checks.setdefault(
+                (tag.target, tag.load), InputCheck(self._calibrations[index])
+            )
+            check.add(conversation.input_tokens, inputs)
         return text
 
-    async def replay(self, load: Load) -> None:
-        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target."""
+    async def replay(self, load: Load, part: int = 0, parts: int = 1, origin: float | None = None) -> None:
+        """``--replay``: every recorded arrival, at ``load.replay_speed``, to every target (worker
+        ``part`` of ``parts``: its turns, from ``origin``); :meth:`prepare_replay` first."""
         assert load.replay_speed is not None
 
         def send(i: int, item: int) -> Awaitable[None]:
             return self.request(i, load.label, item=item)
 
-        # First, per target, one call of each kind the recording has (stream or not), not measured:
+        offsets, speed = self.workload.replay_offsets, load.replay_speed
+        with self.level(load.label):
+            self.state.late += await replay_loop(offsets, len(self.targets), speed, send, part, parts, origin)
+
+    async def prepare_replay(self) -> None:
+        """Before the first arrival: the calibrated prompts and one warm-up call of each kind."""
+        items = self.workload.items()
+        # Per target, the prompts of the recorded input lengths, calibrated on its tokenizer (probes)
+        for i, target in enumerate(self.targets):
+            probe = prober(self.clients[i], self.workload, target.model, target.name)
+            self._calibrations[i] = await calibrate(probe)
+            self._sources[i] = RequestSource(
+                replayed(items, self._calibrations[i]), self.workload.prefix, None
+            )
+        # Then, per target, one call of each kind the recording has (stream or not), not measured:
         # a recorded arrival must not pay for a connection or the SDK's first call of its kind
         # (its lazy imports and response models: tens of ms, measured).
-        items = self.workload.items()
         firsts = {bool(c.stream): number for number, c in reversed(list(enumerate(items)))}
         for item in sorted(firsts.values()):
             await asyncio.gather(*(self.request(i, "warmup", True, item) for i in range(len(self.targets))))
-        offsets = self.workload.replay_offsets
-        with self.level(load.label):
-            self.state.late += await replay_loop(offsets, len(self.targets), load.replay_speed, send)
 
     async def warmup(self, requests: int, concurrency: int, ramp: float = 0.0) -> None:
         order = iter([index for _ in range(requests) for index in range(len(self.targets))])
@@ -365,20 +390,3 @@ class Runner:
             self.state.late += await open_loop(
                 order, rate / parts, load.poisson, rng, cap, send, deadline, offset, origin
             )
-
-
-def groups(targets: int, sequential: bool) -> list[list[int]]:
-    """The targets that run together: all of them (interleaved), or one after another."""
-    return [[i] for i in range(targets)] if sequential else [list(range(targets))]
-
-
-def share(total: int, parts: int, part: int) -> int:
-    """Part ``part`` of ``total`` split into ``parts`` near-equal whole shares."""
-    return total // parts + (1 if part < total % parts else 0)
-
-
-def schedule(indices: Sequence[int], requests: int | None) -> Iterator[int]:
-    """Round-robin over the targets: ``requests`` each, or without end (a ``--duration`` run)."""
-    if requests is None:
-        return itertools.cycle(indices)
-    return iter([index for _ in range(requests) for index in indices])

@@ -24,8 +24,8 @@ def replay_calls(opts: argparse.Namespace) -> list[replay.Recorded]:
             raise UsageError("--replay-speed needs --replay")
         return []
     given = [name for name in ("concurrency", "rate", "requests", "duration", "turns") if _given(opts, name)]
-    if given or opts.workers > 1:
-        names = ", ".join(f"--{n}" for n in given) or "--workers"
+    if given:
+        names = ", ".join(f"--{n}" for n in given)
         raise UsageError(f"--replay sends the recorded calls at their recorded times: leave out {names}")
     recorded, _skipped = replay.read(opts.replay)
     return recorded

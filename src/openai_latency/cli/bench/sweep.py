@@ -33,6 +33,22 @@ SAMPLE_S = 0.25
 STEADY = 4
 #: Open-loop levels cap their requests in flight here (as ``--rate`` without ``-c``).
 RATE_CAP = 1000
+#: Why ``--sweep`` refuses ``--workers`` (the usage error; :func:`sweep_refusal`).
+SWEEP_WORKERS = (
+    "--sweep runs in one client process: it picks each next level from the throughput measured live at"
+    " the one before (and --stop-over-saturated samples the requests in flight 4 times a second),"
+    " which --workers processes report only when their level ends; leave out --workers, or run the"
+    " levels yourself (-c 1,2,4 or --rate) with --workers"
+)
+
+
+def sweep_refusal(concurrency: object, rate: float | None, workers: int) -> str | None:
+    """What ``--sweep`` cannot run with, as a usage error (None: nothing)."""
+    if workers > 1:
+        return SWEEP_WORKERS
+    if concurrency or rate is not None:
+        return "--sweep chooses the load itself: leave out -c and --rate"
+    return None
 
 
 @dataclass
@@ -47,6 +63,15 @@ class Sweep:
     levels: list[Load] = field(default_factory=list)
     #: Rate levels ended early by ``--stop-over-saturated``.
     stopped: list[str] = field(default_factory=list)
+
+    @property
+    def knee_rule(self) -> str:
+        """How the knee was found, in words (the ``--html`` chart says it)."""
+        top = f" ({self.max_throughput:,.1f} requests/s)" if self.max_throughput else ""
+        return (
+            f"the lowest concurrency whose steady throughput is within {GROWTH:.0%} of the highest{top};"
+            f" closed loop at concurrency 1, 2, 4, ... until it grew by less than {GROWTH:.0%}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {

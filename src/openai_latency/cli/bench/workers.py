@@ -10,7 +10,10 @@ runs in N fresh processes at once, each with its own event loop and connection p
 - open loop: worker k sends at R/N with constant spacing shifted by k/R (the workers take turns), or
   its own Poisson stream of rate R/N (seed + k): together the same arrival process at R;
 - each worker takes its share of ``-n`` per target (or runs ``--duration``) on its own round-robin
-  schedule over the targets, and its share of ``--warmup`` before the first level.
+  schedule over the targets, and its share of ``--warmup`` before the first level;
+- ``--replay``: every worker calibrates the targets and sends its warm-up calls, then worker k sends
+  the recorded arrivals k, k + N, k + 2N, ... (the workers take turns from the shared start).
+  ``--sweep`` stays in one process (:data:`.sweep.SWEEP_WORKERS` says why).
 
 The workers of a level start together: once all are set up (and warmed up), the parent gives them one
 start time on the monotonic clock they share. Each writes its spans to a file
@@ -36,9 +39,12 @@ from typing import Any, TextIO
 
 from ..render.terminal import Progress
 from ..spans.write import write_otlp_json
+from ..stats.sketch import Sketch
+from .calibrate import InputCheck
+from .loops import groups, share
 from .plan import Load, Plan, Target, Workload
 from .record import TargetProgress
-from .run import Runner, RunState, clients_for, groups, instrumented, progress_lines, share, supervise
+from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 
 #: From "every worker is ready" to their common start: enough for each to see the go.
 START_MARGIN_S = 0.05
@@ -96,7 +102,7 @@ def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> lis
                     break
                 levels = plan.options.schedule.levels
                 state.enter_level(load.label, levels.index(load) + 1, len(levels))
-                parts = min(schedule.workers, load.concurrency)
+                parts = schedule.workers if load.replay_speed else min(schedule.workers, load.concurrency)
                 jobs = [
                     Job(
                         part=part,
@@ -222,12 +228,18 @@ def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
         async def level() -> None:
             part, parts = job.part, job.parts
             if job.warmup:
-                concurrency = share(load.concurrency, parts, part) if load.rate is None else 1
+                closed = load.rate is None and load.replay_speed is None
+                concurrency = share(load.concurrency, parts, part) if closed else 1
                 ramp = job.warmup_ramp * concurrency / load.concurrency  # the same spacing as one process
                 await runner.warmup(job.warmup, concurrency, ramp)
+            if load.replay_speed is not None:
+                await runner.prepare_replay()
             connection.send(("ready", None))
             while not go.is_set():  # the others' setup and warm-up
                 await asyncio.sleep(0.005)
+            if load.replay_speed is not None:
+                await runner.replay(load, part, parts, origin.value)
+                return
             await runner.run_group(
                 job.indices, load, job.requests, job.seconds, job.ramp, part, parts, origin.value
             )
@@ -248,6 +260,7 @@ def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
                 "late": state.late,
                 "cache_expected": list(state.cache_expected.items()),
                 "short_outputs": list(state.short_outputs.items()),
+                "input_checks": state.input_checks,
             },
         )
     )
@@ -278,10 +291,12 @@ def _merged(base: dict[str, TargetProgress], snapshots: Any) -> dict[str, Target
 def _add(state: RunState, result: dict[str, Any]) -> None:
     state.interrupted = state.interrupted or bool(result.get("interrupted"))
     for key, gaps in result.get("chunk_gaps", {}).items():
-        state.chunk_gaps.setdefault(key, []).extend(gaps)
+        state.chunk_gaps.setdefault(key, Sketch()).merge(gaps)
     state.loop_lag.extend(result.get("loop_lag", []))
     state.cpu_s += result.get("cpu_s", 0.0)
     state.late += result.get("late", 0)
+    for key, check in result.get("input_checks", {}).items():
+        state.input_checks.setdefault(key, InputCheck(check.calibration)).merge(check)
     for name in ("cache_expected", "short_outputs"):
         merged: dict[tuple[str, str], list[int]] = getattr(state, name)
         for (target, load), (count, of) in result.get(name, []):

@@ -3,7 +3,7 @@
 **Cache-honest by default.** A server with a prefix cache (vLLM, SGLang, llama.cpp; OpenAI from
 1,024 tokens; DeepSeek) answers a prompt it has seen before without its prefill, so a benchmark
 that sends one prompt over and over measures cache hits that real traffic never gets. Every request
-therefore starts with a header line of its own (``bench-<12 hex>``, :func:`header`) unless
+therefore starts with a header line of its own (``bench-<12 digits>``, :func:`header`) unless
 ``--prefix-cache`` asks otherwise:
 
 - ``cold``: a new header per request (every request a miss);
@@ -68,11 +68,16 @@ class Conversation:
     #: A replayed call's output tokens and stream flag (None: the workload's).
     max_tokens: int | None = None
     stream: bool | None = None
+    #: A replayed call's recorded input tokens (None: not a replayed call, or not recorded).
+    input_tokens: int | None = None
 
 
 def header(rng: random.Random) -> str:
-    """A short random first line: no two prompts that carry different ones share a prefix."""
-    return f"bench-{rng.getrandbits(48):012x}"
+    """A short random first line: no two prompts that carry different ones share a prefix. Decimal
+    digits, always 12: the line is the same number of tokens whatever its value in the usual
+    tokenizers (they cut digits one by one or three by three, where hex letters and digits merge
+    differently from one value to the next), which ``--replay``'s exact input lengths rely on."""
+    return f"bench-{rng.randrange(10**12):012d}"
 
 
 def with_header(messages: Sequence[Message], line: str) -> list[Message]:

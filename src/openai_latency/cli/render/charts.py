@@ -1,7 +1,8 @@
 """The charts of ``--html`` as Plotly figures (plain dicts), from calls: numbers to pictures, no page.
 
 Per group (target, or target and load level in a sweep): TTFT and e2e as empirical CDFs on a log
-axis; each phase's p50 stacked with a p95 marker; latency and throughput against the load level;
+axis; each phase's p50 stacked with a p95 marker; latency and throughput against the load level (a
+``--sweep``'s knee marked on it: a vertical line, its level, and how it was found);
 requests over time (start against duration, failed and retried calls marked); the slowest calls phase
 by phase, with their target, request id (else trace id) and each attempt's outcome. A chart without
 data is left out. The page around them is :mod:`.html`'s.
@@ -13,6 +14,7 @@ import html
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..spans.calls import Call
@@ -38,6 +40,18 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class Knee:
+    """Where a sweep found the knee: the load level (a label of the calls' ``load`` key) and, in
+    words, how it was found (the chart says both)."""
+
+    level: str
+    rule: str
+
+
+KNEE_COLOR = "#d62728"
+
+
 def _natural(text: str) -> list[tuple[int, int | str]]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
 
@@ -48,8 +62,11 @@ def _label(call: Call, by_load: bool) -> str:
     return f"{name} {keys['load']}" if by_load and keys["load"] != "-" else name
 
 
-def chart_data(calls: Sequence[Call], slowest: int = SLOWEST) -> dict[str, dict[str, Any]]:
-    """The charts as Plotly figures (id -> {"title", "data", "layout"}); a chart without data is left out."""
+def chart_data(
+    calls: Sequence[Call], slowest: int = SLOWEST, knee: Knee | None = None
+) -> dict[str, dict[str, Any]]:
+    """The charts as Plotly figures (id -> {"title", "data", "layout"}); a chart without data is left
+    out. ``knee``: a sweep's, marked on the chart of latency and throughput against the load level."""
     loads = {call.keys["load"] for call in calls}
     groups: dict[str, list[Call]] = defaultdict(list)
     for call in calls:
@@ -60,7 +77,7 @@ def chart_data(calls: Sequence[Call], slowest: int = SLOWEST) -> dict[str, dict[
         "ttft": _cdf("Time to first token (successful streams)", ordered, groups, colors, "ttft"),
         "e2e": _cdf("End to end (every call, retries and backoff included)", ordered, groups, colors, "e2e"),
         "phases": _phases(ordered, groups, colors),
-        "sweep": _sweep(calls),
+        "sweep": _sweep(calls, knee),
         "timeline": _timeline(calls, ordered, groups, colors),
         "waterfall": _waterfall(calls, slowest, len(loads) > 1),
     }
@@ -151,7 +168,7 @@ def _phases(
     return {"title": title, "data": data, "layout": layout}
 
 
-def _sweep(calls: Sequence[Call]) -> dict[str, Any] | None:
+def _sweep(calls: Sequence[Call], knee: Knee | None = None) -> dict[str, Any] | None:
     levels = sorted({call.keys["load"] for call in calls}, key=_natural)
     if len(levels) < 2:
         return None
@@ -199,15 +216,34 @@ def _sweep(calls: Sequence[Call]) -> dict[str, Any] | None:
             }
         )
     title = "Latency and throughput against the load level"
-    layout = {
+    layout: dict[str, Any] = {
         **_LAYOUT,
         "title": {"text": title},
-        "xaxis": {"title": {"text": "load level"}, "type": "category"},
+        "xaxis": {"title": {"text": "load level"}, "type": "category", "categoryorder": "array",
+                  "categoryarray": levels},
         "yaxis": {"title": {"text": "e2e ms"}},
         "barmode": "group",
         "yaxis2": {"title": {"text": "output tokens/s"}, "overlaying": "y", "side": "right"},
-    }
+    }  # fmt: skip
+    if knee is not None and knee.level in levels:
+        layout.update(_knee_marks(knee, levels.index(knee.level)))
+        layout["title"] = {"text": f"{title}<br><sub>knee: {html.escape(knee.rule)}</sub>"}
+        layout["margin"] = {**_LAYOUT["margin"], "t": 80}
     return {"title": title, "data": data, "layout": layout}
+
+
+def _knee_marks(knee: Knee, position: int) -> dict[str, Any]:
+    """A vertical line at the knee's level (its position on the category axis) across the plot,
+    labelled with the level."""
+    line = {"color": KNEE_COLOR, "width": 2, "dash": "dash"}
+    return {
+        "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": position, "x1": position,
+                    "y0": 0, "y1": 1, "line": line, "name": "knee"}],
+        "annotations": [{"xref": "x", "yref": "paper", "x": position, "y": 1, "yanchor": "top",
+                         "xanchor": "left", "xshift": 4,
+                         "text": f"knee: {html.escape(knee.level)}", "showarrow": False,
+                         "font": {"color": KNEE_COLOR}, "bgcolor": "rgba(255,255,255,0.8)"}],
+    }  # fmt: skip
 
 
 def _timeline(

@@ -6,12 +6,14 @@ and no network, and nothing of it is kept in this repository. The charts, per gr
 
 - ``ttft``, ``e2e``: the distributions as empirical CDFs on a log time axis (a 429 tail, a bimodal TTFT);
 - ``phases``: each phase's p50 stacked (over the calls that had it), a p95 marker on each;
-- ``sweep``: latency (p50, p95) and throughput against the load level, when there are several;
+- ``sweep``: latency (p50, p95) and throughput against the load level, when there are several; a
+  ``--sweep``'s knee marked (a line at its level, and how it was found);
 - ``timeline``: each request's start against its duration, errors and retried calls marked;
 - ``waterfall``: the slowest calls phase by phase, with their target and each attempt's outcome.
 
-The page records script errors and how many marks each chart drew (``data-marks``), so a headless
-browser can check it (tests/cli/test_html.py).
+The page records script errors and how many marks each chart drew (``data-marks``; ``data-shapes``:
+the lines drawn over the plot, such as the knee's), so a headless browser can check it
+(tests/cli/test_html.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 from collections.abc import Sequence
 
 from ..spans.calls import Call
-from .charts import chart_data
+from .charts import Knee, chart_data
 
 
 class MissingPlotly(Exception):
@@ -53,7 +55,8 @@ drawn with plotly.js, inlined.</footer>
 <script>const charts={charts};
 const options={{displaylogo:false,responsive:true}};
 Promise.all(Object.entries(charts).map(([id,c])=>Plotly.newPlot(id,c.data,c.layout,options)
-.then(el=>{{el.dataset.marks=String(el.querySelectorAll(".point,.js-line").length)}})))
+.then(el=>{{el.dataset.marks=String(el.querySelectorAll(".point,.js-line").length);
+el.dataset.shapes=String(el.querySelectorAll(".shapelayer path").length)}})))
 .then(()=>{{document.body.dataset.rendered=String(Object.keys(charts).length)}})
 .catch(e=>pageFailures.push(String(e)))
 .finally(()=>{{document.getElementById("failures").textContent=pageFailures.join("\\n")}});</script>
@@ -61,10 +64,12 @@ Promise.all(Object.entries(charts).map(([id,c])=>Plotly.newPlot(id,c.data,c.layo
 """
 
 
-def html_page(title: str, notes: Sequence[str], calls: Sequence[Call], version: str) -> str:
+def html_page(
+    title: str, notes: Sequence[str], calls: Sequence[Call], version: str, knee: Knee | None = None
+) -> str:
     """The whole page; :class:`MissingPlotly` without the ``cli`` extra's plotly."""
     js = plotly_js()
-    charts = chart_data(calls)
+    charts = chart_data(calls, knee=knee)
     divs = "".join(f'<div class="chart" id="{name}"></div>' for name in charts)
     figures = json.dumps({name: {"data": c["data"], "layout": c["layout"]} for name, c in charts.items()})
     return _PAGE.format(
@@ -77,7 +82,9 @@ def html_page(title: str, notes: Sequence[str], calls: Sequence[Call], version: 
     )
 
 
-def write_html(path: str, title: str, notes: Sequence[str], calls: Sequence[Call], version: str) -> None:
+def write_html(
+    path: str, title: str, notes: Sequence[str], calls: Sequence[Call], version: str, knee: Knee | None = None
+) -> None:
     """The page to ``path``; OSError when it cannot be written."""
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(html_page(title, notes, calls, version))
+        handle.write(html_page(title, notes, calls, version, knee))
