@@ -347,16 +347,16 @@ _HEADERS: dict[bytes, tuple[str, HeaderValue]] = {
 _TEXT, _INT, _RESET = HeaderValue.TEXT, HeaderValue.INT, HeaderValue.RESET
 
 
-def header_attributes(headers: Mapping[str, str] | None) -> Attributes:
+def header_attributes(headers: Mapping[str, str] | None, out: Attributes | None = None) -> Attributes:
     """x-request-id, openai-processing-ms and x-ratelimit-* of the final response, in one pass.
 
     httpx (and httpx2) keep each header as (raw key, lowercase key, value) bytes: reading those skips
     the decoding (and encoding detection) of ``items()``, and only the eight headers we read are
     parsed, numbers straight from bytes, with no function call per header. Anything else that maps
     names to values is read through ``items()``. Rate-limit attributes exist only when their header
-    does.
+    does. Written into ``out`` when given.
     """
-    attributes: Attributes = {}
+    attributes: Attributes = {} if out is None else out
     if headers is None:
         return attributes
     for _, key, value in _header_triples(headers):

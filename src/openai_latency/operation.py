@@ -138,10 +138,11 @@ class Operation:
         if failure:
             timeline.name_final_attempt(failure)
         phases = timeline.phases(settings.http_subphases)
-        summary = dict(self.result_attributes)
-        summary.update(call_summary(timeline, phases))
+        # one dict for the whole summary: the response's attributes (read when the call returned),
+        # then the timeline's, the stream's and the failure's, each written into it in turn
+        summary = call_summary(timeline, phases, self.result_attributes)
         if timeline.streaming:
-            summary.update(stream_summary(timeline, self.stream, end_state))
+            stream_summary(timeline, self.stream, end_state, summary)
         summary.update(failure)
         span = self.span
         span.set_attributes(summary)
@@ -180,19 +181,25 @@ class Operation:
     def _emit_phase_spans(self, phases: list[Phase], subphase_spans: bool) -> None:
         tracer = self.telemetry.tracer
         for phase in phases:
+            # phase.attributes are the span's (openai_latency.phase included), built with the phase
             if phase.span is not None:  # started with its attempt: complete it
                 span = phase.span
-                attributes: Attributes = {sc.OPENAI_LATENCY_PHASE: phase.name, **phase.attributes}
                 if phase.children and not subphase_spans:
-                    attributes.update(subphase_attributes(phase.children))
-                span.set_attributes(attributes)
+                    subphase_attributes(phase.children, phase.attributes)
+                span.set_attributes(phase.attributes)
                 span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
             else:
-                span = _emit(tracer, self.context, "openai." + phase.name, phase.name, phase)
+                span = tracer.start_span(
+                    "openai." + phase.name,
+                    context=self.context,
+                    attributes=phase.attributes,
+                    start_time=phase.start_ns + EPOCH_OFFSET_NS,
+                )
+                span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
             if subphase_spans and phase.children:
                 parent = trace.set_span_in_context(span)
                 for child in phase.children:
-                    _emit(tracer, parent, child.name, child.name.split(".", 1)[1], child)
+                    _emit_child(tracer, parent, child)
 
     def _add_stall_events(self, stalls: list[tuple[int, int, int]]) -> None:
         for index, gap_ns, at_ns in stalls:
@@ -203,12 +210,12 @@ class Operation:
             )
 
 
-def _emit(tracer: Tracer, parent: Context, span_name: str, phase_name: str, phase: Phase) -> Span:
+def _emit_child(tracer: Tracer, parent: Context, child: Phase) -> None:
+    """An http.* sub-phase as a span (``detailed``): ``http.connect``, ``openai_latency.phase=connect``."""
     span = tracer.start_span(
-        span_name,
+        child.name,
         context=parent,
-        attributes={sc.OPENAI_LATENCY_PHASE: phase_name, **phase.attributes},
-        start_time=phase.start_ns + EPOCH_OFFSET_NS,
+        attributes={sc.OPENAI_LATENCY_PHASE: child.name.split(".", 1)[1], **child.attributes},
+        start_time=child.start_ns + EPOCH_OFFSET_NS,
     )
-    span.end(end_time=phase.end_ns + EPOCH_OFFSET_NS)
-    return span
+    span.end(end_time=child.end_ns + EPOCH_OFFSET_NS)

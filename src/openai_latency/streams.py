@@ -52,6 +52,32 @@ def _note_account(st: StreamStats, chunk: Any) -> None:
 
 
 def _observe_chat(st: StreamStats, chunk: Any) -> int:
+    """A token chunk of the usual shape (one choice, no finish reason, no usage, after the first
+    chunk) is read with plain attribute reads, which cost half of ``getattr`` with a default on the
+    SDK's models; they change nothing, so any other chunk, and any object that lacks one of those
+    attributes, is read again by :func:`_observe_chat_chunk`, every read with a default."""
+    if st.first_attributes is None:
+        return _observe_chat_chunk(st, chunk)
+    try:
+        choices = chunk.choices
+        if chunk.usage is not None or type(choices) is not list or len(choices) != 1:
+            return _observe_chat_chunk(st, chunk)
+        choice = choices[0]
+        delta = choice.delta
+        if choice.finish_reason or delta is None:
+            return _observe_chat_chunk(st, chunk)
+        if delta.content:
+            return ANSWER
+        extra = delta.__pydantic_extra__  # a pydantic v2 model's extra fields (a dict, or None)
+    except AttributeError:
+        return _observe_chat_chunk(st, chunk)
+    if extra and (extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details")):
+        return REASONING
+    return _observe_chat_chunk(st, chunk)
+
+
+def _observe_chat_chunk(st: StreamStats, chunk: Any) -> int:
+    """Any chat chunk: the first (its response attributes), usage, finish reasons, every choice."""
     if st.first_attributes is None:  # read now: no chunk is kept alive (O(1) memory per stream)
         st.first_attributes = response_attributes(chunk)
     usage = getattr(chunk, "usage", None)

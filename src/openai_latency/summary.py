@@ -24,17 +24,23 @@ MAX_GAP_POINTS = 8
 per chunk would break the per-chunk budget on long streams; an evenly spread sample keeps the shape."""
 
 
-def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
+_PHASE_KEYS = {name: sc.OPENAI_LATENCY_PHASE_PREFIX + name for name in PHASE_NAMES}
+
+
+def call_summary(timeline: Timeline, phases: list[Phase], out: Attributes | None = None) -> Attributes:
     """Seconds per phase, the dominant phase, attempts and retries, and the final response's
     status, connection reuse, headers (request id, rate limits, server processing time) and the
-    network overhead (server wait minus the server's processing time)."""
-    out: Attributes = {}
+    network overhead (server wait minus the server's processing time); written into ``out`` when
+    given (the call's one summary dict), else into a new dict."""
+    if out is None:
+        out = {}
     totals: dict[str, int] = {}
-    for phase in phases:
-        totals[phase.name] = totals.get(phase.name, 0) + max(0, phase.end_ns - phase.start_ns)
-    for name in PHASE_NAMES:
-        if name in totals:
-            out[sc.OPENAI_LATENCY_PHASE_PREFIX + name] = seconds(totals[name])
+    for phase in phases:  # phases come in PHASE_NAMES order, a retry's repeating the first ones
+        name = phase.name
+        duration = phase.end_ns - phase.start_ns
+        totals[name] = totals.get(name, 0) + (duration if duration > 0 else 0)
+    for name, total in totals.items():
+        out[_PHASE_KEYS[name]] = seconds(total)
     if totals:
         out[sc.OPENAI_LATENCY_DOMINANT_PHASE] = max(totals, key=totals.__getitem__)
     attempts = timeline.attempts
@@ -51,9 +57,8 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
         reused = last.connection_reused
         if reused is not None:
             out[sc.OPENAI_LATENCY_CONNECTION_REUSED] = reused
-        headers = header_attributes(last.response_headers)
-        out.update(headers)
-        processing = headers.get(sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME)
+        header_attributes(last.response_headers, out)
+        processing = out.get(sc.OPENAI_LATENCY_SERVER_PROCESSING_TIME)
         server_wait = last.server_wait_ns
         if server_wait is None and last.headers_ns:  # no trace events: the whole attempt
             server_wait = last.headers_ns - last.start_ns
@@ -63,19 +68,22 @@ def call_summary(timeline: Timeline, phases: list[Phase]) -> Attributes:
     return out
 
 
-def stream_summary(timeline: Timeline, st: StreamStats, end_state: str | None) -> Attributes:
+def stream_summary(
+    timeline: Timeline, st: StreamStats, end_state: str | None, out: Attributes | None = None
+) -> Attributes:
     """How the stream ended and went: chunks, wait and consumer time, time to first chunk, the
     response's attributes and usage (without it, TPOT counts token chunks as tokens), and the token
-    times of :func:`.token_times.token_times` (TTFT, first answer token, reasoning, TPOT)."""
+    times of :func:`.token_times.token_times` (TTFT, first answer token, reasoning, TPOT); written
+    into ``out`` when given (the call's summary so far, which holds no usage: a stream's comes here)."""
     start = timeline.start_ns
-    out: Attributes = {
-        sc.OPENAI_LATENCY_STREAM_END_STATE: end_state or "completed",
-        sc.OPENAI_LATENCY_STREAM_CHUNKS: st.chunks,
-        sc.OPENAI_LATENCY_STREAM_WAIT_TIME: seconds(st.wait_ns),
-        sc.OPENAI_LATENCY_STREAM_CONSUMER_TIME: seconds(st.consumer_ns),
-        sc.OPENAI_LATENCY_STREAM_MAX_GAP: seconds(st.max_gap_ns),
-        sc.OPENAI_LATENCY_STREAM_BUFFERED_CHUNKS: st.buffered_chunks,
-    }
+    if out is None:
+        out = {}
+    out[sc.OPENAI_LATENCY_STREAM_END_STATE] = end_state or "completed"
+    out[sc.OPENAI_LATENCY_STREAM_CHUNKS] = st.chunks
+    out[sc.OPENAI_LATENCY_STREAM_WAIT_TIME] = seconds(st.wait_ns)
+    out[sc.OPENAI_LATENCY_STREAM_CONSUMER_TIME] = seconds(st.consumer_ns)
+    out[sc.OPENAI_LATENCY_STREAM_MAX_GAP] = seconds(st.max_gap_ns)
+    out[sc.OPENAI_LATENCY_STREAM_BUFFERED_CHUNKS] = st.buffered_chunks
     if st.first_chunk_ns:
         out[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = seconds(st.first_chunk_ns - start)
     if st.first_attributes:

@@ -178,6 +178,8 @@ class Phase:
     start_ns: int
     end_ns: int
     attributes: Attributes = field(default_factory=dict)
+    """A phase's span attributes, ``openai_latency.phase`` included (built once, with the phase: the
+    span takes this dict as it is); an http.* sub-phase's carry only its ``error.type``."""
     children: Sequence[Phase] = ()
     """The http.* sub-phases of a network_wait."""
     span: Span | None = None
@@ -187,6 +189,8 @@ class Phase:
     def duration_ns(self) -> int:
         return max(0, self.end_ns - self.start_ns)
 
+
+_PHASE = sc.OPENAI_LATENCY_PHASE
 
 PHASE_NAMES = (
     "request_build",
@@ -255,7 +259,7 @@ class Timeline:
         """The call's phases in order; they do not overlap and cover ``start_ns .. end_ns``."""
         end = self.end_ns
         first_send = self.attempts[0].start_ns if self.attempts else end
-        phases = [Phase("request_build", self.start_ns, min(first_send, end))]
+        phases = [Phase("request_build", self.start_ns, min(first_send, end), {_PHASE: "request_build"})]
         last_index = len(self.attempts) - 1
         for i, attempt in enumerate(self.attempts):
             backoff = self.backoffs[i] if i < len(self.backoffs) else None
@@ -267,7 +271,7 @@ class Timeline:
                 phases.append(_backoff(backoff))
                 if i < last_index and backoff.end_ns:
                     # the SDK rebuilds the request after the sleep: that is request building again
-                    rebuild: Attributes = {sc.HTTP_REQUEST_RESEND_COUNT: i + 1}
+                    rebuild: Attributes = {_PHASE: "request_build", sc.HTTP_REQUEST_RESEND_COUNT: i + 1}
                     phases.append(
                         Phase("request_build", backoff.end_ns, self.attempts[i + 1].start_ns, rebuild)
                     )
@@ -276,19 +280,19 @@ class Timeline:
             if self.streaming:
                 phases.extend(self._stream_phases(headers, end))
             else:
-                phases.append(Phase("response_read", headers, end))
+                phases.append(Phase("response_read", headers, end, {_PHASE: "response_read"}))
         return phases
 
     def _stream_phases(self, headers: int, end: int) -> list[Phase]:
         """first_token (headers -> first token of any channel), reasoning (first reasoning token ->
         first answer token, or the end when no answer came), stream_drain (first answer -> end)."""
         first_token = self.first_token_ns or end
-        phases = [Phase("first_token", headers, first_token)]
+        phases = [Phase("first_token", headers, first_token, {_PHASE: "first_token"})]
         first_answer = self.first_answer_ns
         if self.first_token_ns and first_answer != first_token:
-            phases.append(Phase("reasoning", first_token, first_answer or end))
+            phases.append(Phase("reasoning", first_token, first_answer or end, {_PHASE: "reasoning"}))
         if first_answer:
-            phases.append(Phase("stream_drain", first_answer, end))
+            phases.append(Phase("stream_drain", first_answer, end, {_PHASE: "stream_drain"}))
         return phases
 
 
@@ -301,7 +305,7 @@ def _network_wait(
         end = attempt.headers_ns or call_end
     else:
         end = retry_decided or attempt.end_ns or attempt.headers_ns or call_end
-    attributes: Attributes = {sc.HTTP_REQUEST_RESEND_COUNT: attempt.index}
+    attributes: Attributes = {_PHASE: "network_wait", sc.HTTP_REQUEST_RESEND_COUNT: attempt.index}
     if attempt.status_code:
         attributes[sc.HTTP_RESPONSE_STATUS_CODE] = attempt.status_code
     if attempt.error_type:
@@ -315,11 +319,12 @@ def _network_wait(
     return Phase("network_wait", attempt.start_ns, end, attributes, children, attempt.span)
 
 
-def subphase_attributes(children: Sequence[Phase]) -> Attributes:
+def subphase_attributes(children: Sequence[Phase], out: Attributes | None = None) -> Attributes:
     """A network_wait's http.* sub-phases as its attributes (``phase_spans=phases``): seconds per
     sub-phase (``openai_latency.http.connect``...) and the first one that failed
-    (``openai_latency.http.failed``, e.g. ``http.tls``)."""
-    out: Attributes = {}
+    (``openai_latency.http.failed``, e.g. ``http.tls``); written into ``out`` when given."""
+    if out is None:
+        out = {}
     for child in children:
         out[sc.OPENAI_LATENCY_HTTP_PREFIX + child.name] = seconds(child.end_ns - child.start_ns)
         if sc.ERROR_TYPE in child.attributes and sc.OPENAI_LATENCY_HTTP_FAILED not in out:
@@ -329,6 +334,7 @@ def subphase_attributes(children: Sequence[Phase]) -> Attributes:
 
 def _backoff(backoff: Backoff) -> Phase:
     attributes: Attributes = {
+        _PHASE: "retry_backoff",
         sc.OPENAI_LATENCY_RETRY_REASON: backoff.reason,
         sc.OPENAI_LATENCY_RETRY_DELAY_SOURCE: backoff.delay_source,
     }
