@@ -201,7 +201,7 @@ LAYERS = (
     ("semconv", "config", "_guard", "bounded_json", "version", "file_exporter"),
     ("metrics",),
     ("model",),
-    ("attributes", "errors", "routing"),
+    ("attributes", "headers", "errors", "routing"),
     ("timeline", "stream_usage", "messages", "server_timing"),
     ("token_times",),
     ("summary", "content", "http_trace", "deferred"),
@@ -335,7 +335,8 @@ def test_bench_and_report_share_only_the_parts_below_them() -> None:
 
 
 def test_no_module_is_too_long() -> None:
-    long = {name: lines for name, lines in _lines().items() if name.startswith(CLI) and lines > MAX_LINES}
+    """Every module of the package: the instrumentation, the CLI and the fake server."""
+    long = {name: lines for name, lines in _lines().items() if lines > MAX_LINES}
     assert not long, long
 
 

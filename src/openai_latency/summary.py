@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import semconv as sc
-from .attributes import header_attributes, response_attributes, usage_attributes
+from .attributes import response_attributes, usage_attributes
+from .headers import header_attributes
 from .metrics import Measurements, metric_attributes
 from .model import Attributes, StreamStats
 from .server_timing import client_overhead, metric_points, server_attributes
