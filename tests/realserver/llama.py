@@ -75,14 +75,15 @@ class LlamaServer:
             "--threads-batch", str(threads),
             "--no-webui",
             "--alias", shape.name,
+            # No RAM prompt cache (llama.cpp PR 16391, on by default): taking the slot for a new
+            # prompt would first copy the slot's KV cache into it, outside the server's prompt_ms:
+            # 2-5 ms here for a short context, 23-28 ms for a 1,024-token one once the session's
+            # tests had filled the cache (12-15 ms per request on a freshly booted CI machine). The
+            # slot's own KV cache still serves a repeated prompt (cache_n) with cache_prompt on.
+            "--cache-ram", "0",
         ]  # fmt: skip
         if not cache_prompt:
-            # --no-cache-prompt alone still copies each finished slot's KV cache into the RAM prompt
-            # cache when the next request takes the slot (llama.cpp PR 16391): 2-5 ms here before
-            # every prefill, 12-15 ms on a freshly booted CI machine (first-touch page faults), not
-            # part of the server's own prompt_ms. bench's test compares TTFT minus prefill between two
-            # clients run one after the other, so that copy must not be there at all.
-            argv += ["--no-cache-prompt", "--cache-ram", "0"]
+            argv.append("--no-cache-prompt")
         service = Service(
             f"llama-server-{shape.name}-t{threads}{'' if cache_prompt else '-nocache'}",
             argv,

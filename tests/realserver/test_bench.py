@@ -36,7 +36,7 @@ REQUESTS = 8
 # above alone moved it 15-40 %).
 # (Measured on a quiet machine: overheads 5.4 / 2.3 and 5.6 / 2.4 ms. CI once measured 19.7 / 4.6:
 # the server's RAM prompt cache copied each finished slot before the next prefill, 12-15 ms there,
-# now off for these servers: tests/realserver/llama.py, `--cache-ram 0`.)
+# now off for every test server: tests/realserver/llama.py, `--cache-ram 0`.)
 OVERHEAD_DIFF_S = 0.010
 PACE_RATIO_DIFF = 0.20
 TTFT_REL = 0.20

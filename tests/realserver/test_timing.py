@@ -32,8 +32,8 @@ from .calls import Observed, call, client
 from .llama import LlamaServer
 from .tiny_model import prompt_of
 
-# What the server does before the headers (parse, tokenize, template, the slot's start, saving the
-# previous prompt to its RAM cache) and after the last token (the body), plus loopback and the SDK's
+# What the server does before the headers (parse, tokenize, template, the slot's start; no RAM-cache
+# copy: llama.py) and after the last token (the body), plus loopback and the SDK's
 # parse: measured 0.4-5 ms on an idle machine, up to 12 ms when the other sessions' tests load both
 # cores (the server's own prompt_ms then varies 160-330 ms for the same 512 tokens). Held to 15 ms.
 OVERHEAD_MAX_MS = 15.0
