@@ -11,14 +11,13 @@ of ours (one line; the traceback with ``OPENAI_LATENCY_DEBUG=1``), 130 interrupt
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import sys
 from typing import TextIO
 
 from ..version import __version__
-from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, quiet
 
 #: Command -> what it does, in one line (``openai-latency --help``).
 SUMMARIES = {
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     try:
         return int(run(rest, out, err))
     except BrokenPipeError:  # `openai-latency ... | head`: the reader has gone, which is fine
-        _quiet_stdout()
+        quiet(sys.stdout)  # so that the interpreter's last flush does not fail again
         return EXIT_OK
     except UsageError as exc:
         print(f"openai-latency {command}: error: {exc}", file=err)
@@ -78,10 +77,3 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             file=err,
         )
         return EXIT_INTERNAL
-
-
-def _quiet_stdout() -> None:
-    """Standard output to /dev/null, so that the interpreter's last flush does not fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(devnull, sys.stdout.fileno())

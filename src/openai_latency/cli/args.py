@@ -4,10 +4,12 @@ line on stderr (never a traceback), and the option value parsers."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import re
 import sys
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 #: Exit statuses of every command (the policy is ``cli.main``'s: it maps what a command raises).
 EXIT_OK = 0
@@ -90,3 +92,21 @@ def count_list(text: str) -> list[int]:
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"a value is repeated: {text!r}")
     return values
+
+
+def write_output(out: TextIO, text: str) -> None:
+    """A command's output and a newline, flushed. A reader that has gone (``... | head``) is fine:
+    the output then goes to /dev/null, so that no later flush fails again, and the command's exit
+    code stays its own."""
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except BrokenPipeError:
+        quiet(out)
+
+
+def quiet(out: TextIO) -> None:
+    """``out``'s file descriptor to /dev/null (after a broken pipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, out.fileno())

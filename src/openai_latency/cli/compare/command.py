@@ -5,16 +5,14 @@ that a CI job can gate on (exit 1)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
 from ...version import __version__
-from ..args import EXIT_FAILED, EXIT_OK, Parser
+from ..args import EXIT_FAILED, EXIT_OK, Parser, write_output
 from ..render.tables import table
 from ..render.verdict import method, method_json, ms, sentences, verdict_json, verdict_rows
 from ..spans.calls import Call
@@ -194,7 +192,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
                 print(f"openai-latency compare: {check['text']}", file=err)
     if args.html:
         _write_html(args.html, results, err)
-    _write(out, text)
+    write_output(out, text)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -267,13 +265,3 @@ def _write_html(path: str, results: list[Result], err: TextIO) -> None:
         print(f"openai-latency compare: --html: cannot write {path}: {exc.strerror or exc}", file=err)
     else:
         print(f"charts: {path} (one self-contained page, opens offline)", file=err)
-
-
-def _write(out: TextIO, text: str) -> None:
-    try:
-        out.write(text + "\n")
-        out.flush()
-    except BrokenPipeError:  # `compare ... | head`: the reader has gone, which is fine
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, out.fileno())

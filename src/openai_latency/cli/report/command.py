@@ -14,16 +14,14 @@ Percentiles: linear interpolation between the closest ranks (numpy's default, Hy
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import shutil
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
 from .. import args as arguments
-from ..args import Parser
+from ..args import Parser, write_output
 from ..render.triage import triage_lines
 from ..render.waterfall import waterfall_json, waterfall_lines
 from ..spans.calls import Call, Collected
@@ -192,13 +190,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         text = "\n".join(lines)
     if args.html:
         _write_html(args.html, collected.calls, stats, err)
-    try:
-        out.write(text + "\n")
-        out.flush()
-    except BrokenPipeError:  # `report ... | head`: the reader has gone, which is fine
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, out.fileno())
+    write_output(out, text)
     return 0
 
 
