@@ -32,6 +32,22 @@ from typing import Any
 MODES = ("baseline", "official", "replay", "off", "phases", "detailed", "off-noop", "phases-noop")
 WORKLOADS = ("chat", "embeddings", "stream1", "stream64")
 _COLLECTED = re.compile(rb"Collected : (\d+)")
+# cachegrind's summary lines (--cache-sim=yes --branch-sim=yes): "==12== I   refs:  5,123,456",
+# "==12== D1  misses:  12,345", "==12== Mispredicts:  6,789  (...)"
+_CACHE_LINE = re.compile(
+    rb"==\d+== (I +refs|I1 +misses|LLi +misses|D +refs|D1 +misses|LLd +misses|Branches|Mispredicts)"
+    rb": +([\d,]+)"
+)
+CACHE_COUNTS = (
+    "I refs",
+    "D refs",
+    "I1 misses",
+    "D1 misses",
+    "LLi misses",
+    "LLd misses",
+    "Branches",
+    "Mispredicts",
+)
 
 _HEADERS = [
     ("content-type", "application/json"),
@@ -193,13 +209,42 @@ def worker(mode: str, workload: str, calls: int) -> None:
 
 def count(mode: str, workload: str, calls: int, out_file: str) -> int:
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", sys.executable]
-    command += [str(Path(__file__).resolve()), "--worker", mode, workload, str(calls)]
+    stderr = _valgrind(command, mode, workload, calls)
+    found = _COLLECTED.search(stderr)
+    if found is None:
+        raise SystemExit(
+            f"{mode} {workload}: no instruction count:\n{stderr.decode(errors='replace')[-2000:]}"
+        )
+    return int(found.group(1))
+
+
+def cache_counts(mode: str, workload: str, calls: int) -> dict[str, int]:
+    """cachegrind's simulated cache and branch predictor: references and misses (first level, last
+    level), branches and mispredicted branches of a run."""
+    command = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=yes",
+        "--branch-sim=yes",
+        "--cachegrind-out-file=/dev/null",
+    ]
+    stderr = _valgrind([*command, sys.executable], mode, workload, calls)
+    found = {
+        " ".join(name.decode().split()): int(value.replace(b",", b""))
+        for name, value in _CACHE_LINE.findall(stderr)
+    }
+    if set(found) != set(CACHE_COUNTS):
+        raise SystemExit(f"{mode} {workload}: no cache summary:\n{stderr.decode(errors='replace')[-2000:]}")
+    return found
+
+
+def _valgrind(command: list[str], mode: str, workload: str, calls: int) -> bytes:
+    command = [*command, str(Path(__file__).resolve()), "--worker", mode, workload, str(calls)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, check=False, env=env)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
+    if done.returncode != 0:
         raise SystemExit(f"{mode} {workload}: worker failed:\n{done.stderr.decode(errors='replace')[-2000:]}")
-    return int(found.group(1))
+    return done.stderr
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -212,12 +257,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--large", type=int, default=60)
     parser.add_argument("--jobs", type=int, default=2, help="valgrind runs at a time (default 2)")
     parser.add_argument("--keep", help="keep the callgrind files as KEEP.<mode>.<workload>[.small]")
+    parser.add_argument(
+        "--cache",
+        action="store_true",
+        help="cachegrind's simulated cache misses per call instead of callgrind's instruction count",
+    )
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker[0], args.worker[1], int(args.worker[2]))
         return
     modes = args.modes
+    if args.cache:
+        _print_cache(modes, args.workloads, args.small, args.large, args.jobs)
+        return
     runs = {}
     with ThreadPoolExecutor(args.jobs) as pool:  # instruction counts do not depend on the load
         for workload in args.workloads:
@@ -237,6 +290,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "phases" in modes and "replay" in modes:
             own = results[workload]["phases"] - results[workload]["replay"]
             print(f"{workload:<11} own = phases - replay: {own:+,.0f} Ir/call", flush=True)
+
+
+_SHORT = {"I refs": "Ir", "D refs": "Dr", "I1 misses": "I1m", "D1 misses": "D1m", "LLi misses": "LLim"}
+_SHORT |= {"LLd misses": "LLdm", "Branches": "Bc+i", "Mispredicts": "Bm"}
+
+
+def _print_cache(modes: Sequence[str], workloads: Sequence[str], small: int, large: int, jobs: int) -> None:
+    """Per call (large run minus small run), added over ``baseline``: references and misses,
+    branches and mispredicts, and cachegrind's usual cycle estimate, Ir + 10 x first-level misses +
+    100 x last-level misses (valgrind's manual), which instructions alone cannot see."""
+    with ThreadPoolExecutor(jobs) as pool:
+        runs = {
+            (workload, mode): (
+                pool.submit(cache_counts, mode, workload, small),
+                pool.submit(cache_counts, mode, workload, large),
+            )
+            for workload in workloads
+            for mode in modes
+        }
+    for workload in workloads:
+        rows: dict[str, dict[str, float]] = {}
+        for mode in modes:
+            low, high = (future.result() for future in runs[workload, mode])
+            row = {name: (high[name] - low[name]) / (large - small) for name in CACHE_COUNTS}
+            first = row["I1 misses"] + row["D1 misses"]
+            last = row["LLi misses"] + row["LLd misses"]
+            row["estimate"] = row["I refs"] + 10 * first + 100 * last
+            rows[mode] = row
+            base = rows.get("baseline", {name: 0.0 for name in row})
+            added = "  ".join(f"{_SHORT.get(name, name)} {row[name] - base[name]:+,.0f}" for name in row)
+            print(f"{workload:<11} {mode:<12} added per call: {added}", flush=True)
 
 
 if __name__ == "__main__":
