@@ -1,4 +1,5 @@
-"""``openai-latency bench`` run as a subprocess against fake servers on 127.0.0.1 (each in its own process).
+"""``openai-latency bench`` (its ``main`` in this process, the console script where the entry point
+is the subject: Ctrl-C, ``--workers``) against fake servers on 127.0.0.1, each in its own process.
 
 The numbers are checked against what the servers logged (their own clock), never against the script.
 """

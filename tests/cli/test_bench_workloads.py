@@ -1,4 +1,4 @@
-"""``openai-latency bench`` workloads against the fake server's prefix cache, as a subprocess:
+"""``openai-latency bench`` workloads (run_cli) against the fake server's prefix cache:
 cache-honest prompts, the hits the servers report, every API, tools and headers.
 
 What was sent is checked in the server's log (the request bodies it received)."""

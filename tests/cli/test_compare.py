@@ -1,4 +1,4 @@
-"""``openai-latency compare BASELINE CURRENT`` run as a subprocess on the spans of real bench runs against
+"""``openai-latency compare BASELINE CURRENT`` (run_cli) on the spans of real bench runs against
 fake servers (issue 21's "Must show": exit 1 on a scripted +30 % TTFT, exit 0 on two runs of one server).
 
 The two runs of a pair are made at the same time (two bench processes), so a machine that gets busier

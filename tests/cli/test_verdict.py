@@ -1,4 +1,4 @@
-"""The verdict of ``bench`` (issue 21's "Must show"), run as a subprocess against fake servers, and the
+"""The verdict of ``bench`` (issue 21's "Must show"), run against fake servers (run_cli), and the
 bootstrap that gives its intervals, checked against a brute-force bootstrap.
 
 No timing assertion of speed: what the servers were told differs by 200 ms, or by a 429 on every 5th
