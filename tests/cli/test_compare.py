@@ -26,7 +26,7 @@ def _bench_both(tmp_path: Path, urls: tuple[str, str], *extra: str) -> tuple[Pat
 
     def run(name: str, url: str) -> Result:
         spans = tmp_path / f"{name}.jsonl"
-        return run_cli(["bench", "--target", f"api={url}", "--model", "m", "-n", "40", "-c", "2",
+        return run_cli(["bench", "--target", f"api={url}", "--model", "m", "-n", "40", "-c", "4",
                         "--warmup", "2", "--out", str(spans), "--format", "json", *extra])  # fmt: skip
 
     with ThreadPoolExecutor(2) as pool:

@@ -130,7 +130,9 @@ def test_the_table_puts_the_verdict_first_and_a_bad_baseline_is_a_usage_error() 
 
 def test_a_sweep_of_one_target_compares_each_level_with_the_baseline_level() -> None:
     with ExitStack() as stack:
-        (server,) = servers(stack, {"delay-ms": 20, **STREAM})  # the fake does not queue: levels alike
+        # the fake does not queue: levels alike; a short answer (~20 ms): what is checked is which
+        # level each verdict compares with whom, and where the sentences go
+        (server,) = servers(stack, {"delay-ms": 5, "ttft-ms": 5, "chunks": 4, "chunk-delay-ms": 2})
         common = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "20", "-c", "1,2,4"]
         data = run_cli([*common, "--baseline", "c=2", "--format", "json"])
         table = run_cli(common)
