@@ -1,4 +1,4 @@
-"""``openai-latency bench --replay`` as a subprocess against fake servers: the recorded arrival times
+"""``openai-latency bench --replay`` (run_cli) against fake servers: the recorded arrival times
 (within 10 ms) and token counts (exactly: input lengths calibrated per target on the server's own
 count, output lengths by ``max_tokens`` with ``ignore_eos``), each checked in the server's log and in
 the usage the server reported; and the calibration's rule on hand-made tokenizers (no server)."""

@@ -1,4 +1,4 @@
-"""``openai-latency compare BASELINE CURRENT`` run as a subprocess on the spans of real bench runs against
+"""``openai-latency compare BASELINE CURRENT`` (run_cli) on the spans of real bench runs against
 fake servers (issue 21's "Must show": exit 1 on a scripted +30 % TTFT, exit 0 on two runs of one server).
 
 The two runs of a pair are made at the same time (two bench processes), so a machine that gets busier
@@ -26,7 +26,7 @@ def _bench_both(tmp_path: Path, urls: tuple[str, str], *extra: str) -> tuple[Pat
 
     def run(name: str, url: str) -> Result:
         spans = tmp_path / f"{name}.jsonl"
-        return run_cli(["bench", "--target", f"api={url}", "--model", "m", "-n", "40", "-c", "2",
+        return run_cli(["bench", "--target", f"api={url}", "--model", "m", "-n", "40", "-c", "4",
                         "--warmup", "2", "--out", str(spans), "--format", "json", *extra])  # fmt: skip
 
     with ThreadPoolExecutor(2) as pool:

@@ -1,5 +1,7 @@
-"""What a new user tripped over (issue 21, item 4), each as a user meets it: the command run as a
-subprocess, against the real fake server on 127.0.0.1 where a server is needed."""
+"""What a new user tripped over (issue 21, item 4), each as a user meets it (the console script as a
+subprocess where the process is the subject: a closed pipe; else the command's ``main`` in this
+process, tests.support.cli_runs.run_cli), against the real fake server on 127.0.0.1 where a server
+is needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The verdict of ``bench`` (issue 21's "Must show"), run as a subprocess against fake servers, and the
+"""The verdict of ``bench`` (issue 21's "Must show"), run against fake servers (run_cli), and the
 bootstrap that gives its intervals, checked against a brute-force bootstrap.
 
 No timing assertion of speed: what the servers were told differs by 200 ms, or by a 429 on every 5th
@@ -26,19 +26,21 @@ from tests.support.cli_runs import chat_records, run_cli, servers
 STREAM = {"ttft-ms": 20, "chunks": 8, "chunk-delay-ms": 5}
 
 
-def _bench(a: dict[str, object], b: dict[str, object], *extra: str) -> tuple[dict[str, Any], str]:
-    verdict, text, _ = _bench_logged(a, b, *extra)
+def _bench(
+    a: dict[str, object], b: dict[str, object], *extra: str, requests: int = 40
+) -> tuple[dict[str, Any], str]:
+    verdict, text, _ = _bench_logged(a, b, *extra, requests=requests)
     return verdict, text
 
 
 def _bench_logged(
-    a: dict[str, object], b: dict[str, object], *extra: str
+    a: dict[str, object], b: dict[str, object], *extra: str, requests: int = 40
 ) -> tuple[dict[str, Any], str, tuple[list[RequestRecord], list[RequestRecord]]]:
     """The verdict, its sentences, and what each server logged (its own clock)."""
     with ExitStack() as stack:
         first, second = servers(stack, a, b)
         targets = ["--target", f"a={first.base_url}", "--target", f"b={second.base_url}"]
-        common = [*targets, "--model", "m", "-n", "40", "-c", "4", *extra]
+        common = [*targets, "--model", "m", "-n", str(requests), "-c", "4", *extra]
         result = run_cli(["bench", *common, "--format", "json", "--out", "/dev/null"])
         assert result.code == 0, result.err
         logged = (chat_records(first), chat_records(second))
@@ -101,7 +103,8 @@ def test_50_vs_250_ms_is_ranked_with_the_interval_containing_200_ms() -> None:
 
 def test_thinking_before_the_answer_shows_in_the_time_to_first_answer_token_not_in_ttft() -> None:
     thinking = {"reasoning-tokens": 6, "reasoning-delay-ms": 25}  # ~150 ms of streamed reasoning
-    verdict, text = _bench({"delay-ms": 20, **STREAM}, {"delay-ms": 20, **STREAM, **thinking})
+    # 20 requests a side: the 150 ms apart is ~50 times the requests' spread, the first tokens identical
+    verdict, text = _bench({"delay-ms": 20, **STREAM}, {"delay-ms": 20, **STREAM, **thinking}, requests=20)
     ttft, answer = verdict["metrics"]["ttft"], verdict["metrics"]["ttft_answer"]
     assert not ttft["p50"]["significant"], ttft["p50"]  # the first token (a reasoning one) comes as soon
     assert answer["p50"]["significant"] and answer["p50"]["difference"] > 0.1, answer["p50"]
@@ -130,7 +133,9 @@ def test_the_table_puts_the_verdict_first_and_a_bad_baseline_is_a_usage_error() 
 
 def test_a_sweep_of_one_target_compares_each_level_with_the_baseline_level() -> None:
     with ExitStack() as stack:
-        (server,) = servers(stack, {"delay-ms": 20, **STREAM})  # the fake does not queue: levels alike
+        # the fake does not queue: levels alike; a short answer (~20 ms): what is checked is which
+        # level each verdict compares with whom, and where the sentences go
+        (server,) = servers(stack, {"delay-ms": 5, "ttft-ms": 5, "chunks": 4, "chunk-delay-ms": 2})
         common = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "20", "-c", "1,2,4"]
         data = run_cli([*common, "--baseline", "c=2", "--format", "json"])
         table = run_cli(common)
