@@ -108,5 +108,8 @@ def write_output(out: TextIO, text: str) -> None:
 def quiet(out: TextIO) -> None:
     """``out``'s file descriptor to /dev/null (after a broken pipe)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(devnull, out.fileno())
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, out.fileno())
+    finally:
+        os.close(devnull)  # dup2 made its own copy
