@@ -202,7 +202,7 @@ LAYERS = (
     ("metrics",),
     ("model",),
     ("attributes", "headers", "errors", "routing"),
-    ("timeline", "stream_usage", "messages", "server_timing"),
+    ("timeline", "stream_usage", "messages", "server_timing", "reads"),
     ("token_times",),
     ("summary", "content", "http_trace", "deferred"),
     ("operation",),

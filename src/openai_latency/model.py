@@ -91,10 +91,13 @@ class StreamStats:
     first_answer_doubt_ns: int = 0
     last_token_ns: int = 0
     last_token_doubt_ns: int = 0
+    reads: int = 0
+    """Reads of the body so far (:mod:`.reads`); 0 when they could not be counted."""
+    first_token_read: int = 0
+    """``reads`` when the first token chunk was handed over: the read that brought it."""
     burst: int = 0
-    """Token chunks that arrived together with the first token (handed over right after it, each
-    ``next`` a parse only): made before the window that starts at the first token's arrival."""
-    in_burst: bool = False
+    """Token chunks that came in the same read as the first token (:mod:`.reads`): made before the
+    window that starts at the first token's arrival."""
     token_gap_ns: int = 0
     token_gaps: int = 0
     """Observed server-side gaps between token chunks (arrival to arrival), sum and count."""

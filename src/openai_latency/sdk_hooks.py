@@ -34,6 +34,7 @@ from . import semconv as sc
 from ._guard import guarded, report
 from .model import Args, Attributes, Kwargs, OperationKind, Telemetry, Wrapped, Wrapper
 from .operation import Operation
+from .reads import count_reads
 from .registry import BY_RESPONSE, CURRENT
 from .routing import OTHER, fallback_kind, path_template
 from .streams import traced_async_stream, traced_stream
@@ -308,12 +309,18 @@ class Hooks:
     def stream(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         generator = wrapped(*args, **kwargs)
         op = _stream_operation(instance) if self._active else None
-        return generator if op is None else traced_stream(generator, op)
+        if op is None:
+            return generator
+        count_reads(instance.response, op.stream, False)
+        return traced_stream(generator, op)
 
     def async_stream(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         generator = wrapped(*args, **kwargs)
         op = _stream_operation(instance) if self._active else None
-        return generator if op is None else traced_async_stream(generator, op)
+        if op is None:
+            return generator
+        count_reads(instance.response, op.stream, True)
+        return traced_async_stream(generator, op)
 
     def close(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         if self._active:

@@ -204,11 +204,6 @@ machine, and misjudging a buffered chunk as blocked would count the caller's tim
 """
 
 
-TOGETHER_NS = 500_000
-"""A token chunk handed over this soon after the first token, by a ``next`` that only parsed, came in
-the same read: it was made before the first token's arrival, outside the window that starts there."""
-
-
 def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> None:
     """Bookkeeping for one chunk: asked for at ``t0``, handed over at ``t1``.
 
@@ -251,11 +246,8 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
             _token_gap(op, st, index, gap, t1)
     else:
         _new_channel(op, st, channel, index, gap, t1)
-    if st.in_burst and st.token_chunks:  # still in the read that brought the first token?
-        if wait < TOGETHER_NS:
-            st.burst += 1
-        else:
-            st.in_burst = False
+    if st.reads and st.reads == st.first_token_read and st.token_chunks:  # the first token's read
+        st.burst += 1
     st.token_chunks += 1
     st.last_token_ns = t1
     st.last_token_doubt_ns = st.doubt_ns
@@ -279,7 +271,7 @@ def _new_channel(op: Operation, st: StreamStats, channel: int, index: int, gap: 
     if not st.token_chunks:
         op.timeline.first_token_ns = t1
         st.first_token_doubt_ns = st.doubt_ns
-        st.in_burst = True
+        st.first_token_read = st.reads
     elif gap:
         _token_gap(op, st, index, gap, t1)
     st.channels |= channel
