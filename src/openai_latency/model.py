@@ -93,6 +93,8 @@ class StreamStats:
     last_token_doubt_ns: int = 0
     reads: int = 0
     """Reads of the body so far (:mod:`.reads`); 0 when they could not be counted."""
+    read_ns: int = 0
+    """When the latest read of the body returned (:mod:`.reads`): its chunks had arrived by then."""
     first_token_read: int = 0
     """``reads`` when the first token chunk was handed over: the read that brought it."""
     burst: int = 0
@@ -105,6 +107,8 @@ class StreamStats:
     token_gaps_to_answer: int = 0
     """The two sums above as they stood at the first answer chunk (the answer window's start)."""
     last_activity_ns: int = 0
+    last_mark_ns: int = 0
+    """The previous chunk's arrival mark: its read's return, else its hand-over."""
     gaps: array[int] | None = None
     """Observed server-side gaps between chunks of any kind (ns), made at the first one: most calls
     are not streams."""

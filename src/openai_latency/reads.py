@@ -8,8 +8,12 @@ made so far, looked at when a chunk is handed over, says which read completed it
 under the same number came in one read: that tells a batch apart from a pace without a stopwatch,
 so the client's CPU speed or starvation cannot change the answer (:mod:`.streams`' first-read burst).
 
-The count is one integer increment per read, and the iterator is the SDK's own: what it yields and
-raises, and when it is closed, are unchanged.
+Each read also takes the time it returned (``st.read_ns``): its bytes had arrived by then, and the
+chunks it completed are handed over only after the SDK parsed the ones before them, so the read's
+time is the tighter upper bound of their arrival, one the client's parsing speed does not move.
+
+The cost is an integer increment and a clock read per read, and the iterator is the SDK's own: what
+it yields and raises, and when it is closed, are unchanged.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from ._guard import guarded
 from .model import StreamStats
+from .timeline import clock
 
 
 @guarded()
@@ -38,6 +43,7 @@ def _counter(read: Callable[..., Iterator[bytes]], st: StreamStats) -> Callable[
     def iter_bytes(*args: Any, **kwargs: Any) -> Iterator[bytes]:
         for chunk in read(*args, **kwargs):
             st.reads += 1
+            st.read_ns = clock()
             yield chunk
 
     return iter_bytes
@@ -49,6 +55,7 @@ def _async_counter(
     async def aiter_bytes(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
         async for chunk in read(*args, **kwargs):
             st.reads += 1
+            st.read_ns = clock()
             yield chunk
 
     return aiter_bytes

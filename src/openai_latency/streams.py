@@ -221,35 +221,37 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.wait_ns += wait
     index = st.chunks
     st.chunks = index + 1
+    mark = st.read_ns or t1  # the read that completed it returned then (:mod:`.reads`)
     gap = 0
     if wait > BLOCKED_NS:
         st.doubt_ns = 0
         if index == 0:
-            st.first_chunk_ns = t1
+            st.first_chunk_ns = mark
         else:
-            gap = t1 - st.last_activity_ns
+            gap = mark - st.last_mark_ns
             if st.gaps is None:
                 st.gaps = array("q")
             st.gaps.append(gap)
     elif index == 0:  # it waited while the caller was elsewhere (that time is in doubt_ns already)
-        st.first_chunk_ns = t1 - st.consumer_ns
+        st.first_chunk_ns = mark - st.consumer_ns
     else:
         st.buffered_chunks += 1
         st.doubt_ns += t0 - st.last_activity_ns
     st.last_activity_ns = t1
+    st.last_mark_ns = mark
     channel = observe(st, item)
     if not channel:
         return
     seen = st.channels
     if channel | seen == seen:  # the common case: one more token of a channel already seen
         if gap:
-            _token_gap(op, st, index, gap, t1)
+            _token_gap(op, st, index, gap, mark)
     else:
-        _new_channel(op, st, channel, index, gap, t1)
+        _new_channel(op, st, channel, index, gap, mark)
     if st.reads and st.reads == st.first_token_read and st.token_chunks:  # the first token's read
         st.burst += 1
     st.token_chunks += 1
-    st.last_token_ns = t1
+    st.last_token_ns = mark
     st.last_token_doubt_ns = st.doubt_ns
 
 
