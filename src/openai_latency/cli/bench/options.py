@@ -12,9 +12,10 @@ from typing import Any
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
+from ..stats.metric_table import SLO_METRICS, help_text
 from . import replay, sources
 from .lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
-from .plan import SLO_METRICS, BenchOptions, Load, Schedule, Slo, Target, Workload
+from .plan import BenchOptions, Load, Schedule, Slo, Target, Workload
 from .result_options import TARGET, TARGET_HELP, add_result_options, check_baseline
 from .sources import DEFAULT_REQUESTS
 from .sweep import sweep_refusal
@@ -23,16 +24,9 @@ from .workload import APIS, PrefixPolicy, parse_prefix_cache
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
 DEFAULT_MAX_TOKENS = 64
 _TARGET = re.compile(r"^(?P<name>[^=\s]+)=(?P<url>https?://[^@\s]+?)(?:@(?P<model>\S+))?$")
-METRICS_HELP = """what the numbers mean (docs/BENCH.md has the whole table):
-  ttft         call start -> first generated token of any channel, reasoning included
-  ttft_answer  call start -> first answer token (= ttft when nothing is reasoned in the open)
-  reasoning    thinking time: first reasoning token -> first answer token (reasoning streamed)
-  ttfc         call start -> first chunk of any kind (a role-only chunk counts)
-  tpot         a window over the tokens inside it, first token excluded: every token's when
-               reasoning streams (completion tokens - 1), else the answer's (output - reasoning
-               tokens - 1); server time only, never the caller's
-  e2e          the whole call, retries and backoff included
-  goodput      share of requests that succeeded and met every --slo bound"""
+METRICS_HELP = "what the numbers mean (docs/BENCH.md has the whole table):\n" + help_text(
+    [("goodput", "share of requests that succeeded and met every --slo bound")]
+)
 DESCRIPTION = (
     "The same workload against several OpenAI-compatible endpoints or models, side by side: TTFT, TPOT,"
     " throughput, goodput, every phase of every request, retries and backoff, failures triaged."

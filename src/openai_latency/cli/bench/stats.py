@@ -1,19 +1,11 @@
 """The numbers of ``openai-latency bench``, from the spans of its calls (what ``report`` rereads).
 
-Definitions (the benchmark tools disagree; ours say what they are):
+The per-call metrics (``ttft``, ``ttft_answer``, ``reasoning``, ``ttfc``, ``tpot``, ``e2e``,
+``tokens_per_s``), what they mean and which calls count, are :mod:`..stats.metric_table`'s; their
+distributions are the group's (:mod:`..stats.groups`, what ``report`` prints): computed once, there.
 
-- ``ttft``: call start -> first generated token of any channel, reasoning included
-  (``openai_latency.time_to_first_token``); ``ttft_answer``: -> first answer token
-  (``openai_latency.time_to_first_answer_token``); ``reasoning``: the thinking time between them
-  when reasoning streams (``openai_latency.reasoning.duration``); ``ttfc``: -> first chunk of any
-  kind (``gen_ai.response.time_to_first_chunk``).
-- ``tpot``: a time window over the tokens generated inside it, first token excluded
-  (``openai_latency.time_per_output_token``): every token's window over completion tokens - 1 when
-  reasoning streams, else the answer's over output - reasoning tokens - 1 (vLLM's definition when
-  nothing is reasoned).
-- ``e2e``: the whole call, retries and backoff included (the operation span).
-- ``tokens/s``: output tokens / e2e per request; ``throughput``: all output tokens of the target
-  over the wall time from its first call's start to its last call's end.
+- ``throughput``: the successful calls' output tokens of the target over the wall time from its
+  first call's start to its last call's end.
 - ``goodput``: the share of requests that succeeded and met every ``--slo`` bound (a bound on a
   value the request does not have, such as ttft of a non-stream call, does not count against it).
 - Output tokens come from the server's ``usage``; where it was missing (``openai_latency.usage.estimated``)
@@ -31,6 +23,7 @@ from dataclasses import dataclass
 
 from ..spans.calls import Call
 from ..stats.groups import GroupStats, group, summarize
+from ..stats.metric_table import METRIC
 from ..stats.percentiles import Dist
 from ..stats.sketch import Sketch, sketch_dist
 from ..stats.triage import Bucket, slow_limit, triage
@@ -45,13 +38,6 @@ class TargetStats:
     requests: int
     errors: int
     cancelled: int
-    ttft: Dist | None
-    ttft_answer: Dist | None
-    reasoning: Dist | None
-    ttfc: Dist | None
-    e2e: Dist
-    tpot: Dist | None
-    tokens_per_s: Dist | None
     throughput: float | None
     requests_per_s: float | None
     goodput: float | None
@@ -74,6 +60,34 @@ class TargetStats:
     short_outputs: tuple[int, int] | None = None
     #: ``--replay``: the input tokens the server reported against the recorded ones.
     input_check: InputCheck | None = None
+
+    @property
+    def ttft(self) -> Dist | None:
+        return self.group.ttft
+
+    @property
+    def ttft_answer(self) -> Dist | None:
+        return self.group.ttft_answer
+
+    @property
+    def reasoning(self) -> Dist | None:
+        return self.group.reasoning
+
+    @property
+    def ttfc(self) -> Dist | None:
+        return self.group.ttfc
+
+    @property
+    def e2e(self) -> Dist:
+        return self.group.duration
+
+    @property
+    def tpot(self) -> Dist | None:
+        return self.group.tpot
+
+    @property
+    def tokens_per_s(self) -> Dist | None:
+        return self.group.tokens_per_s
 
     @property
     def label(self) -> str:
@@ -131,15 +145,6 @@ def _stats(
         requests=len(calls),
         errors=len(calls) - len(ok),
         cancelled=cancelled,
-        ttft=Dist.of(call.ttft for call in ok if call.ttft is not None),
-        ttft_answer=Dist.of(call.ttft_answer for call in ok if call.ttft_answer is not None),
-        reasoning=Dist.of(call.reasoning for call in ok if call.reasoning is not None),
-        ttfc=Dist.of(call.ttfc for call in ok if call.ttfc is not None),
-        e2e=group.duration,
-        tpot=Dist.of(call.tpot for call in ok if call.tpot is not None),
-        tokens_per_s=Dist.of(
-            call.output_tokens / call.duration for call in ok if call.output_tokens and call.duration > 0
-        ),
         throughput=tokens / wall if wall > 0 and tokens else None,
         requests_per_s=len(calls) / wall if wall > 0 else None,
         goodput=len(good) / len(calls) if slo and calls else None,
@@ -164,16 +169,9 @@ def _threshold(group: GroupStats) -> float | None:
 
 
 def _meets(call: Call, slo: Slo) -> bool:
-    values: dict[str, float | None] = {
-        "ttft": call.ttft,
-        "ttft_answer": call.ttft_answer,
-        "reasoning": call.reasoning,
-        "ttfc": call.ttfc,
-        "tpot": call.tpot,
-        "e2e": call.duration,
-    }
+    """Every bound holds where the call has the value (a successful call: every metric counts it)."""
     for name, bound in slo.bounds.items():
-        value = values[name]
+        value = METRIC[name].of(call)
         if value is not None and value > bound:
             return False
     return True

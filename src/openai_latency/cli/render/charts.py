@@ -19,6 +19,7 @@ from typing import Any
 
 from ..spans.calls import Call
 from ..spans.names import phase_rank
+from ..stats.metric_table import COUNTS_WORDS, METRIC, Metric
 from ..stats.percentiles import percentile
 from .waterfall import attempt_outcomes
 
@@ -74,8 +75,8 @@ def chart_data(
     ordered = sorted(groups, key=_natural)
     colors = {label: COLORS[i % len(COLORS)] for i, label in enumerate(ordered)}
     charts = {
-        "ttft": _cdf("Time to first token (successful streams)", ordered, groups, colors, "ttft"),
-        "e2e": _cdf("End to end (every call, retries and backoff included)", ordered, groups, colors, "e2e"),
+        "ttft": _cdf(METRIC["ttft"], ordered, groups, colors),
+        "e2e": _cdf(METRIC["e2e"], ordered, groups, colors),
         "phases": _phases(ordered, groups, colors),
         "sweep": _sweep(calls, knee),
         "timeline": _timeline(calls, ordered, groups, colors),
@@ -85,16 +86,13 @@ def chart_data(
 
 
 def _cdf(
-    title: str, ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str], metric: str
+    metric: Metric, ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str]
 ) -> dict[str, Any] | None:
+    """The metric's values over the calls its table entry counts (:mod:`..stats.metric_table`)."""
+    title = f"{metric.title.capitalize()} ({COUNTS_WORDS[metric.counts]})"
     data = []
     for label in ordered:
-        values = sorted(
-            (call.ttft if metric == "ttft" else call.duration) or 0.0
-            for call in groups[label]
-            if (call.ttft is not None and call.error_type is None) or metric == "e2e"
-        )
-        values = [v for v in values if v > 0]
+        values = sorted(v for v in metric.values(groups[label]) if v > 0)
         if not values:
             continue
         n = len(values)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..spans.calls import Call
 from ..spans.names import HTTP_PHASES, PHASES, phase_rank, phase_sort_key
+from .metric_table import METRICS
 from .percentiles import Dist
 
 
@@ -77,16 +78,38 @@ class SlowCalls:
 class GroupStats:
     group: Group
     errors: dict[str, int]
+    #: ``e2e``: every call's duration.
     duration: Dist
     phases: list[PhaseStats]
     http: list[PhaseStats]
-    ttft: Dist | None
-    tpot: Dist | None
     consumer_time: Dist | None
     slow: SlowCalls
-    #: Time to the first answer token, and the thinking time (streams whose reasoning arrived).
-    ttft_answer: Dist | None = None
-    reasoning: Dist | None = None
+    #: Every metric of :mod:`.metric_table` by name, over the calls its table entry counts.
+    metrics: dict[str, Dist | None]
+
+    @property
+    def ttft(self) -> Dist | None:
+        return self.metrics["ttft"]
+
+    @property
+    def ttft_answer(self) -> Dist | None:
+        return self.metrics["ttft_answer"]
+
+    @property
+    def reasoning(self) -> Dist | None:
+        return self.metrics["reasoning"]
+
+    @property
+    def ttfc(self) -> Dist | None:
+        return self.metrics["ttfc"]
+
+    @property
+    def tpot(self) -> Dist | None:
+        return self.metrics["tpot"]
+
+    @property
+    def tokens_per_s(self) -> Dist | None:
+        return self.metrics["tokens_per_s"]
 
     @property
     def key(self) -> dict[str, str]:
@@ -128,7 +151,8 @@ def _phase_stats(
 
 def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
     calls = group.members
-    duration = Dist.of(call.duration for call in calls)
+    metrics = {metric.name: metric.dist(calls) for metric in METRICS}
+    duration = metrics["e2e"]
     assert duration is not None  # a group has at least one call
     total = sum(call.duration for call in calls)
     errors = Counter(call.error_type for call in calls if call.error_type is not None)
@@ -138,12 +162,9 @@ def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
         duration=duration,
         phases=_phase_stats(calls, "phases", PHASES, total),
         http=_phase_stats(calls, "http", HTTP_PHASES, total),
-        ttft=Dist.of(call.ttft for call in calls if call.ttft is not None),
-        tpot=Dist.of(call.tpot for call in calls if call.tpot is not None),
         consumer_time=Dist.of(call.consumer_time for call in calls if call.consumer_time is not None),
         slow=slow_calls(calls, duration, slow_threshold),
-        ttft_answer=Dist.of(call.ttft_answer for call in calls if call.ttft_answer is not None),
-        reasoning=Dist.of(call.reasoning for call in calls if call.reasoning is not None),
+        metrics=metrics,
     )
 
 
