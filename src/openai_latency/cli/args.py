@@ -9,7 +9,10 @@ import math
 import os
 import re
 import sys
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 #: Exit statuses of every command (the policy is ``cli.main``'s: it maps what a command raises).
 EXIT_OK = 0
@@ -32,11 +35,24 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE`` (exit status 2)."""
+    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE`` (exit status 2), on
+    the command's ``err``; ``--help`` goes to its ``out`` (both default to the process's streams)."""
+
+    def __init__(self, *args: Any, out: TextIO | None = None, err: TextIO | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.out, self.err = out, err
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        print(f"{self.prog}: error: {message} (see --help)", file=self.err or sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """argparse's one writer (help, usage, version): stdout means ``out``, stderr ``err``."""
+        if file is None or file is sys.stdout:
+            file = self.out or sys.stdout
+        elif file is sys.stderr:
+            file = self.err or sys.stderr
+        super()._print_message(message, file)
 
 
 def duration(text: str, default_unit: str = "s") -> float:

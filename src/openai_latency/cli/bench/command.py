@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     """The results on ``out``, notes and warnings on ``err``; :class:`UsageError` for bad input."""
     out = out or sys.stdout
     err = err or sys.stderr
-    options = options_from(build_parser().parse_args(argv))
+    options = options_from(build_parser(out, err).parse_args(argv))
     try:
         import openai  # noqa: F401
         import opentelemetry.sdk.trace  # noqa: F401

@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 import re
-from typing import Any
+from typing import Any, TextIO
 
 from .. import args as arguments
 from ..args import Parser, UsageError, duration
@@ -33,9 +33,11 @@ DESCRIPTION = (
 )
 
 
-def build_parser() -> Parser:
+def build_parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser:
     parser = Parser(
         prog="openai-latency bench",
+        out=out,
+        err=err,
         description=DESCRIPTION,
         epilog=METRICS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

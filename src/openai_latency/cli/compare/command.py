@@ -28,9 +28,11 @@ from .inputs import Source, open_side
 DEFAULT_BY = ("endpoint", "model")
 
 
-def _parser() -> Parser:
+def _parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser:
     parser = Parser(
         prog="openai-latency compare",
+        out=out,
+        err=err,
         description=(
             "Compare two runs (a stored baseline and the current one): per group, the difference of TTFT,"
             " time to first answer token, e2e and TPOT at p50 and p95 and of the error rate, with 95 %"
@@ -163,7 +165,7 @@ def _check(condition: Condition, label: str, verdict: Verdict) -> dict[str, Any]
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _parser()
+    parser = _parser(out, err)
     args = parser.parse_args(argv)
     keys = _keys(parser, args.by)
     sides = [_read("baseline", args.baseline, err), _read("current", args.current, err)]

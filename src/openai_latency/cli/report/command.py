@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .. import args as arguments
-from ..args import Parser, write_output
+from ..args import EXIT_FAILED, EXIT_OK, Parser, write_output
 from ..render.triage import triage_lines
 from ..render.waterfall import waterfall_json, waterfall_lines
 from ..spans.calls import Call, Collected
@@ -38,9 +38,11 @@ DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(out: TextIO | None = None, err: TextIO | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="openai-latency report",
+        out=out,
+        err=err,
         description=(
             "Turn exported traces (OTLP JSON lines, e.g. the collector's ./out/otlp/traces.jsonl) into"
             " p50/p95/p99 per phase, compare endpoints, and name the dominant phase of slow calls."
@@ -139,7 +141,7 @@ def _default_by(calls: Sequence[Call]) -> tuple[str, ...]:
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _parser()
+    parser = _parser(out, err)
     args = parser.parse_args(argv)
     keys = _group_keys(parser, args.by)
     stats = ReadStats()
@@ -152,12 +154,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         if not args.paths and not args.jaeger:
             hint = " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
         print(f"openai-latency report: {exc}{hint}", file=err)
-        return 1
+        return EXIT_FAILED
     if not collected.calls:
         print(
             f"openai-latency report: no operation spans found. {_found_instead(stats, collected)}", file=err
         )
-        return 1
+        return EXIT_FAILED
     if stats.skipped_count:
         first = stats.skipped[0]
         print(
@@ -191,7 +193,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     if args.html:
         _write_html(args.html, collected.calls, stats, err)
     write_output(out, text)
-    return 0
+    return EXIT_OK
 
 
 def _write_html(path: str, calls: Sequence[Call], stats: ReadStats, err: TextIO) -> None:
