@@ -273,6 +273,41 @@ def test_the_architecture_document_points_at_code_that_exists() -> None:
     assert [link for link in links if not (doc.parent / link).exists()] == []
 
 
+def _module_reference(modules: dict[str, Path], token: str) -> tuple[list[str], str] | None:
+    """``timeline.clock``, ``run.closed_loop``, ``render.terminal.Progress``: the modules whose dotted
+    name ends with the token's longest leading part that names one, and the rest; None when no part
+    names a module of the package (an attribute name such as ``gen_ai.request.model``)."""
+    parts = token.split(".")
+    if parts[0] == PACKAGE or parts[-1] == "py":  # our attribute names; file names
+        return None
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        found = [name for name in modules if name == f"{PACKAGE}.{prefix}" or name.endswith(f".{prefix}")]
+        if found:
+            return found, ".".join(parts[cut:])
+    return None
+
+
+def test_the_architecture_documents_module_names_exist() -> None:
+    """Its ``module.name`` references (``timeline.clock``, ``streams.OBSERVERS``, ``loops.closed_loop``)
+    name something that module defines, or a submodule (``render.tables``): a function that moved to
+    another module leaves a stale reference, which fails here (``run.closed_loop`` went unnoticed)."""
+    modules = _modules()
+    text = (ROOT.parent.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    tokens = sorted(set(re.findall(r"`([a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", text)))
+    checked, stale = 0, []
+    for token in tokens:
+        reference = _module_reference(modules, token)
+        if reference is None:
+            continue
+        candidates, rest = reference
+        checked += 1
+        if not any(rest in _definitions(modules[name]) or f"{name}.{rest}" in modules for name in candidates):
+            stale.append(f"{token} (not in {', '.join(candidates)})")
+    assert checked > 30
+    assert not stale, stale
+
+
 CLI = f"{PACKAGE}.cli"
 CLI_LAYERS = (
     ("spans",),  # OTLP JSON, Jaeger, our attribute names -> Span, Call
