@@ -293,7 +293,7 @@ class Estimate:
 def estimate(values: Sequence[float], rng: random.Random, confidence: float = 0.95) -> Estimate:
     """Median of ``values`` with a percentile bootstrap interval over rounds: the CLI's
     (``cli/stats/bootstrap.py``, 2,000 resamples, each resampled median drawn exactly)."""
-    from openai_latency.cli.stats.bootstrap import quantile_interval  # the parent's (workers never call it)
+    from openai_latency.cli.stats.bootstrap import quantile_interval
 
     median = quantile_interval(sorted(values), 0.5, rng, confidence)
     return Estimate(median.estimate, median.low, median.high, len(values))

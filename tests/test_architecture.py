@@ -176,11 +176,13 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_graph_sees_every_kind_of_import() -> None:
     """The graph is only as good as its parser: relative, absolute, type-only and lazy imports."""
     edges = import_graph()
-    assert "openai_latency.registry" in edges["openai_latency.sdk_hooks"]  # from .registry import
-    assert "openai_latency.operation" in edges["openai_latency.registry"]  # under TYPE_CHECKING
+    assert "openai_latency.hooks.registry" in edges["openai_latency.hooks.sdk_hooks"]  # from .registry import
+    assert "openai_latency.call.operation" in edges["openai_latency.hooks.registry"]  # under TYPE_CHECKING
     assert "openai_latency.instrumentor" in edges["openai_latency"]  # lazy, inside __getattr__
     assert "openai_latency.version" in edges["openai_latency.cli"]  # from ..version import
-    assert "openai_latency.summary" in edges["openai_latency.operation"]
+    assert "openai_latency.call.summary" in edges["openai_latency.call.operation"]
+    assert "openai_latency.read.attributes" in edges["openai_latency.hooks.sdk_hooks"]  # from ..read import x
+    assert "openai_latency.content.capture" in edges["openai_latency.hooks.sdk_hooks"]  # import ... as
 
 
 @pytest.mark.parametrize(
@@ -198,28 +200,64 @@ def test_cycle_finder(graph: Edges, expected: list[list[str]]) -> None:
 
 
 LAYERS = (
-    ("semconv", "config", "_guard", "bounded_json", "version", "file_exporter"),
+    ("semconv", "config", "_guard", "version", "file_exporter", "clock", "content.bounded_json"),
     ("metrics",),
     ("model",),
-    ("attributes", "headers", "errors", "routing"),
-    ("timeline", "stream_usage", "messages", "server_timing"),
-    ("token_times",),
-    ("summary", "content", "http_trace", "deferred"),
-    ("operation",),
-    ("registry", "streams"),
-    ("sdk_hooks", "dns"),
-    ("legacy_send",),
+    ("read.attributes", "read.headers", "read.errors", "read.routing"),
+    ("call.timeline", "hooks.stream_usage", "content.messages", "read.server_timing"),
+    ("call.token_times",),
+    ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
+    ("call.operation",),
+    ("hooks.registry", "hooks.streams"),
+    ("hooks.sdk_hooks", "hooks.dns"),
+    ("hooks.legacy_send",),
     ("instrumentor",),
-    ("",),  # the package's __init__
+    ("", "hooks", "call", "content", "read"),  # the package's __init__, the wings' (docstrings only)
 )
 """The instrumentation's modules, bottom layer first, as drawn in docs/ARCHITECTURE.md ("Module
 map"): a module imports only modules of lower layers (cli/ and fake_server/ stand beside them)."""
+
+CORE_PARTS = (
+    ("semconv", "config", "_guard", "version", "file_exporter", "clock"),  # plain modules at the root
+    ("metrics",),
+    ("model",),
+    ("read",),  # SDK objects, headers, failures, kinds, the server's account -> attributes
+    ("content",),  # opt-in message content
+    ("call",),  # one call as data: timeline, token times, summary, operation, deferred ends
+    ("hooks",),  # where the SDK is hooked: wrappers, streams, HTTP trace, DNS, registry
+    ("instrumentor",),
+    ("",),  # the package's __init__: the public face
+)
+"""The core's parts (its wings and root modules), bottom layer first, as CLI_LAYERS for cli/: a part
+imports only parts of lower layers (docs/ARCHITECTURE.md, "Module map")."""
+#: The core before its wings: 29 flat modules, 90 import arrows between them (issue 30).
+CORE_ARROWS_BEFORE = 90
+#: cli/bench/ before issue 30: 24 modules, 64 import arrows between them.
+BENCH_ARROWS_BEFORE = 64
+OUTSIDE_CORE = (f"{PACKAGE}.cli", f"{PACKAGE}.fake_server")
+
+
+def _core_part(module: str) -> str:
+    """``openai_latency.call.timeline`` -> ``call``; ``openai_latency.clock`` -> ``clock``; the
+    package's ``__init__`` -> ``""``."""
+    return module[len(PACKAGE) :].lstrip(".").split(".")[0]
+
+
+def core_arrows(edges: Edges) -> set[tuple[str, str]]:
+    """(importing part, imported part) for every import between two parts of the core."""
+    core = {name for name in edges if not name.startswith(OUTSIDE_CORE)}
+    return {
+        (_core_part(source), _core_part(target))
+        for source in core
+        for target in edges[source]
+        if target in core and _core_part(source) != _core_part(target)
+    }
 
 
 def test_every_import_goes_down_a_layer() -> None:
     layer = {f"{PACKAGE}.{name}".rstrip("."): i for i, names in enumerate(LAYERS) for name in names}
     edges = import_graph()
-    core = {name for name in edges if not name.startswith((f"{PACKAGE}.cli", f"{PACKAGE}.fake_server"))}
+    core = {name for name in edges if not name.startswith(OUTSIDE_CORE)}
     assert core == set(layer), "a module to place in LAYERS (and in the doc's diagram)"
     upward = [
         f"{source} (layer {layer[source]}) imports {target} (layer {layer[target]}), line {line}"
@@ -228,6 +266,45 @@ def test_every_import_goes_down_a_layer() -> None:
         if target in layer and layer[target] >= layer[source]
     ]
     assert not upward, "\n".join(upward)
+
+
+def test_every_core_import_goes_down_a_part() -> None:
+    layer = {name: i for i, names in enumerate(CORE_PARTS) for name in names}
+    edges = import_graph()
+    parts = {_core_part(name) for name in edges if not name.startswith(OUTSIDE_CORE)}
+    assert parts == set(layer), f"a part of the core to place in CORE_PARTS: {sorted(parts ^ set(layer))}"
+    upward = [
+        f"{source or '__init__'} (layer {layer[source]}) imports {target} (layer {layer[target]})"
+        for source, target in sorted(core_arrows(edges))
+        if layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_public_face_is_the_package_and_its_entry_points() -> None:
+    """Users import ``openai_latency.OpenAILatencyInstrumentor`` (README) and the entry points name
+    ``openai_latency:OpenAILatencyInstrumentor``, ``openai_latency.file_exporter:FileSpanExporter`` and
+    ``openai_latency.cli:main`` (pyproject.toml): each resolves, whatever moved inside the wings."""
+    from importlib.metadata import distribution
+
+    import openai_latency
+
+    entry_points = distribution("openai-latency").entry_points  # as installed: what the tools read
+    targets = {point.value for point in entry_points}
+    assert {
+        "openai_latency:OpenAILatencyInstrumentor",
+        "openai_latency.file_exporter:FileSpanExporter",
+        "openai_latency.cli:main",
+    } <= targets
+    for point in entry_points:
+        assert callable(point.load()), point.value
+    from openai_latency.instrumentor import OpenAILatencyInstrumentor
+
+    assert openai_latency.OpenAILatencyInstrumentor is OpenAILatencyInstrumentor
+    assert openai_latency.__all__ == ["OpenAILatencyInstrumentor", "__version__"]
+    from openai_latency.fake_server import FakeServer  # the tests' and the demo's server
+
+    assert callable(FakeServer)
 
 
 def _definitions(path: Path) -> set[str]:
@@ -404,6 +481,34 @@ def cli_facts() -> list[str]:
         f"longest modules (limit {MAX_LINES} lines): "
         + ", ".join(f"{name.removeprefix(PACKAGE + '.')} {count}" for count, name in reversed(largest)),
         f"longest of the whole package: {max(lines.values())} lines",
+        *core_facts(edges),
+    ]
+
+
+def _arrows_within(edges: Edges, prefix: str) -> tuple[int, int]:
+    """(modules under ``prefix``, import arrows between them)."""
+    inside = {name: targets for name, targets in edges.items() if name.startswith(prefix)}
+    return len(inside), sum(
+        1 for targets in inside.values() for target in targets if target.startswith(prefix)
+    )
+
+
+def core_facts(edges: Edges) -> list[str]:
+    """The core's parts and arrows, and cli/bench/'s inside arrows (issue 30's before and after)."""
+    core = {name: targets for name, targets in edges.items() if not name.startswith(OUTSIDE_CORE)}
+    module_arrows = sum(1 for targets in core.values() for target in targets if target in core)
+    arrows = core_arrows(edges)
+    by_part: dict[str, set[str]] = {}
+    for source, target in sorted(arrows):
+        by_part.setdefault(source or "__init__", set()).add(target)
+    bench_modules, bench_arrows = _arrows_within(edges, f"{CLI}.bench")
+    return [
+        f"core: {len(core)} modules in {len({_core_part(name) for name in core})} parts; import arrows"
+        f" between its parts: {len(arrows)}; between its modules: {module_arrows} (before the wings:"
+        f" {CORE_ARROWS_BEFORE} between 29 flat modules)",
+        *(f"  {part} -> {', '.join(sorted(targets))}" for part, targets in by_part.items()),
+        f"cli/bench/: {bench_modules} modules, {bench_arrows} import arrows between them"
+        f" (before issue 30: {BENCH_ARROWS_BEFORE})",
     ]
 
 

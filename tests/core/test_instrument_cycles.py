@@ -18,8 +18,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from openai_latency import OpenAILatencyInstrumentor, deferred, legacy_send
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.call import deferred
 from openai_latency.fake_server import FakeServer
+from openai_latency.hooks import legacy_send
 from tests.support import network
 from tests.support.network import MESSAGES
 from tests.support.patch_targets import patched_targets  # every (owner, attribute) instrument() wraps

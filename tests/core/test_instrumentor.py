@@ -17,8 +17,8 @@ import pytest
 import wrapt
 
 from openai_latency import OpenAILatencyInstrumentor
-from openai_latency import attributes as attributes_module
 from openai_latency.config import Settings, load_settings
+from openai_latency.read import attributes as attributes_module
 from tests.support.patch_targets import patched_targets
 from tests.support.span_checks import Captured, attrs
 

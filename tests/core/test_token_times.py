@@ -192,7 +192,7 @@ def test_every_float_attribute_is_exact_to_the_nanosecond(instrument: Any, serve
 
 
 def test_seconds_are_exact_for_every_nanosecond_count() -> None:
-    from openai_latency.timeline import seconds
+    from openai_latency.clock import seconds
 
     for ns in itertools.chain(
         range(0, 10_000, 7), range(150_945_000, 150_946_000), (1, 10**9 + 1, 2**40 + 3)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openai_latency.hooks.sdk_hooks import Hooks
 from openai_latency.instrumentor import _patch_table, _resolve_owner
-from openai_latency.sdk_hooks import Hooks
 
 
 def patched_targets() -> list[tuple[Any, str]]:

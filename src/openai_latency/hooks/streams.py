@@ -18,15 +18,15 @@ from array import array
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import deferred
-from ._guard import report
-from .attributes import CHAT_REASONING_FIELDS, response_attributes
-from .model import ANSWER, REASONING, SUMMARY, Observer, StreamStats
+from .._guard import report
+from ..call import deferred
+from ..clock import clock
+from ..model import ANSWER, REASONING, SUMMARY, Observer, StreamStats
+from ..read.attributes import CHAT_REASONING_FIELDS, response_attributes
 from .stream_usage import is_usage_only
-from .timeline import clock
 
 if TYPE_CHECKING:
-    from .operation import Operation
+    from ..call.operation import Operation
 
 T = TypeVar("T")
 

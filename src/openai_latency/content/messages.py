@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .attributes import param_field
+from ..read.attributes import param_field
 
 JSON = dict[str, Any]
 

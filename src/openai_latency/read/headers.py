@@ -8,8 +8,8 @@ import re
 from collections.abc import Mapping
 from enum import Enum
 
-from . import semconv as sc
-from .model import Attributes
+from .. import semconv as sc
+from ..model import Attributes
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import semconv as sc
-from .attributes import response_attributes, usage_attributes
-from .headers import header_attributes
-from .metrics import Measurements, metric_attributes
-from .model import Attributes, StreamStats
-from .server_timing import client_overhead, metric_points, server_attributes
-from .timeline import PHASE_NAMES, Phase, Timeline, seconds
+from .. import semconv as sc
+from ..clock import seconds
+from ..metrics import Measurements, metric_attributes
+from ..model import Attributes, StreamStats
+from ..read.attributes import response_attributes, usage_attributes
+from ..read.headers import header_attributes
+from ..read.server_timing import client_overhead, metric_points, server_attributes
+from .timeline import PHASE_NAMES, Phase, Timeline
 from .token_times import token_times
 
 MAX_GAP_POINTS = 8

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
-from ._guard import guarded, report
+from .._guard import guarded, report
+from ..clock import to_epoch_ns
+from ..model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 from .bounded_json import fit
 from .messages import (
     JSON,
@@ -35,8 +37,6 @@ from .messages import (
     text_part,
     tool_definitions,
 )
-from .model import Attributes, Observer, OperationKind, StreamStats, Telemetry
-from .timeline import to_epoch_ns
 
 if TYPE_CHECKING:
     from opentelemetry._logs import Logger

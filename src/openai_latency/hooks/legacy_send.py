@@ -21,7 +21,7 @@ from typing import Any
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
-from ._guard import guarded
+from .._guard import guarded
 from .sdk_hooks import Hooks
 
 _state: dict[str, Any] = {"hooks": None, "registered": False, "wrapped": []}

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv._incubating.attributes import openai_attributes as openai_attrs
 
-from . import semconv as sc
-from .model import Attributes
+from .. import semconv as sc
+from ..model import Attributes
 
 # kwarg name -> attribute, for the request parameters the GenAI conventions name
 _REQUEST_PARAMS = {

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._guard import guarded
-from .attributes import is_given
-from .model import OperationKind
+from .._guard import guarded
+from ..model import OperationKind
+from ..read.attributes import is_given
 
 INCLUDE_USAGE = {"include_usage": True}
 

@@ -8,7 +8,7 @@ thread, where our context is absent, so nothing is counted twice).
 
 Both wrappers act only while an SDK call's HTTP attempt is in flight in the calling context (the
 ``CURRENT`` operation's last attempt has not ended); everywhere else they cost one contextvar read.
-They record ``(first start, last end)`` on the attempt; :mod:`openai_latency.timeline` splits
+They record ``(first start, last end)`` on the attempt; :mod:`openai_latency.call.timeline` splits
 ``http.dns`` off ``http.connect`` with it.
 """
 
@@ -20,9 +20,10 @@ from typing import Any
 
 import wrapt
 
-from .model import Args, Kwargs, Wrapped
+from ..call.timeline import Attempt
+from ..clock import clock
+from ..model import Args, Kwargs, Wrapped
 from .registry import CURRENT
-from .timeline import Attempt, clock
 
 #: (module, function) pairs wrapped when DNS tracing is on.
 TARGETS = (("socket", "getaddrinfo"), ("anyio._core._sockets", "getaddrinfo"))

@@ -1,7 +1,7 @@
 """One user call: its operation span, its timeline, its stream statistics; it ends exactly once.
 
-Hooks feed marks in while the call runs (:mod:`openai_latency.sdk_hooks`, :mod:`.streams`,
-:mod:`.http_trace`); :meth:`Operation.finish` turns them into phase spans, summary attributes
+Hooks feed marks in while the call runs (:mod:`openai_latency.hooks`: ``sdk_hooks``, ``streams``,
+``http_trace``); :meth:`Operation.finish` turns them into phase spans, summary attributes
 (:mod:`.summary`) and metric points in one go. See docs/ARCHITECTURE.md, "A call's life".
 """
 
@@ -14,17 +14,19 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from . import attributes as attrs
-from . import deferred, errors
-from . import semconv as sc
-from ._guard import guarded, report
-from .model import Attributes, OperationKind, StreamStats, Telemetry
-from .server_timing import server_attributes
+from .. import semconv as sc
+from .._guard import guarded, report
+from ..clock import EPOCH_OFFSET_NS, clock, seconds
+from ..model import Attributes, OperationKind, StreamStats, Telemetry
+from ..read import attributes as attrs
+from ..read import errors
+from ..read.server_timing import server_attributes
+from . import deferred
 from .summary import call_summary, measurements, stream_summary
-from .timeline import EPOCH_OFFSET_NS, Phase, Timeline, clock, seconds, subphase_attributes
+from .timeline import Phase, Timeline, subphase_attributes
 
 if TYPE_CHECKING:
-    from .content import ContentCapture
+    from ..content.capture import ContentCapture
 
 
 class Operation:

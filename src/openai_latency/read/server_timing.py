@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import semconv as sc
-from ._guard import guarded, report
+from .. import semconv as sc
+from .._guard import guarded, report
+from ..model import Attributes, OperationKind
 from .attributes import is_given
-from .model import Attributes, OperationKind
 
 _STREAM_KINDS = ("chat", "completions")
 """The endpoints vLLM's ``include_metrics`` applies to: chat and completions."""

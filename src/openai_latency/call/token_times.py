@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from . import semconv as sc
-from .model import REASONING, SUMMARY, Attributes, StreamStats
-from .timeline import Timeline, seconds
+from .. import semconv as sc
+from ..clock import seconds
+from ..model import REASONING, SUMMARY, Attributes, StreamStats
+from .timeline import Timeline
 
 Visibility = Literal["streamed", "summary", "hidden", "none"]
 

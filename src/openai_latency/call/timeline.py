@@ -4,46 +4,24 @@ While the call runs, the hooks record plain integers (``time.perf_counter_ns()``
 response data through the methods here (``Timeline.begin_attempt``, ``Attempt.record_response``,
 ``Timeline.begin_backoff``, ``Backoff.note_delay``...). When the call ends, :meth:`Timeline.phases`
 turns the marks into non-overlapping intervals, in order, that tile the operation; the span layer
-converts them to spans with :func:`to_epoch_ns`. Which hook records which mark: docs/ARCHITECTURE.md,
-"Phase boundaries and where they are recorded".
+converts them to spans with :func:`openai_latency.clock.to_epoch_ns`. Which hook records which
+mark: docs/ARCHITECTURE.md, "Phase boundaries and where they are recorded".
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import semconv as sc
-from ._guard import guarded, report
-from .errors import qualified_name, response_error_code
-from .model import Attributes
+from .. import semconv as sc
+from .._guard import guarded, report
+from ..clock import seconds
+from ..model import Attributes
+from ..read.errors import qualified_name, response_error_code
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
-
-clock = time.perf_counter_ns
-"""The one clock of the project: CLOCK_MONOTONIC on Linux, shared with the fake server's log."""
-
-EPOCH_OFFSET_NS = time.time_ns() - time.perf_counter_ns()
-"""Added to a monotonic mark to get the epoch timestamp a span wants; measured once per process."""
-
-
-def to_epoch_ns(mono_ns: int) -> int:
-    return mono_ns + EPOCH_OFFSET_NS
-
-
-def seconds(ns: int) -> float:
-    """A duration in nanoseconds as seconds, exact to the nanosecond in its shortest form: one
-    correctly rounded division (``150945173 / 1e9`` is ``0.150945173``, where ``* 1e-9`` rounds twice
-    and gives ``0.15094517300000002``). Negative durations (marks out of order) are 0."""
-    return ns / 1e9 if ns > 0 else 0.0
-
-
-def to_monotonic_ns(epoch_ns: int) -> int:
-    """The inverse of :func:`to_epoch_ns`: lets tests compare span times with a server's log."""
-    return epoch_ns - EPOCH_OFFSET_NS
 
 
 @dataclass(slots=True)

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ._guard import report
-from .errors import qualified_name
-from .timeline import Attempt, clock
+from .._guard import report
+from ..call.timeline import Attempt
+from ..clock import clock
+from ..read.errors import qualified_name
 
 SyncTrace = Callable[[str, Any], None]
 AsyncTrace = Callable[[str, Any], Awaitable[None]]

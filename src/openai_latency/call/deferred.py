@@ -28,9 +28,9 @@ import threading
 import weakref
 from typing import Protocol, TypeAlias
 
-from ._guard import report
-from .model import StreamStats
-from .timeline import clock
+from .._guard import report
+from ..clock import clock
+from ..model import StreamStats
 
 
 class Ending(Protocol):

@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .operation import Operation
+    from ..call.operation import Operation
 
 CURRENT: ContextVar[Operation | None] = ContextVar("openai_latency_operation", default=None)
 """The operation of the SDK call running in this context (thread or task), if any."""

@@ -28,16 +28,19 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from . import attributes as attrs
-from . import content, http_trace, server_timing, stream_usage
-from . import semconv as sc
-from ._guard import guarded, report
-from .model import Args, Attributes, Kwargs, OperationKind, Telemetry, Wrapped, Wrapper
-from .operation import Operation
+from .. import semconv as sc
+from .._guard import guarded, report
+from ..call.operation import Operation
+from ..call.timeline import Attempt, Backoff
+from ..clock import clock
+from ..content import capture as content
+from ..model import Args, Attributes, Kwargs, OperationKind, Telemetry, Wrapped, Wrapper
+from ..read import attributes as attrs
+from ..read import server_timing
+from ..read.routing import OTHER, fallback_kind, path_template
+from . import http_trace, stream_usage
 from .registry import BY_RESPONSE, CURRENT
-from .routing import OTHER, fallback_kind, path_template
 from .streams import traced_async_stream, traced_stream
-from .timeline import Attempt, Backoff, clock
 
 
 class Hooks:

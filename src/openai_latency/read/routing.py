@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .model import OperationKind
+from ..model import OperationKind
 
 CHAT = OperationKind(operation="chat", api_type="chat_completions", stream_kind="chat")
 RESPONSES = OperationKind(operation="chat", api_type="responses", stream_kind="responses")

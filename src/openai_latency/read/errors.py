@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import semconv as sc
-from .model import Attributes
+from .. import semconv as sc
+from ..model import Attributes
 
 
 class ProviderError(Exception):
