@@ -314,7 +314,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
             assert float(values[metric, statistic]) == expected, (metric, statistic)
     assert float(values["goodput", "value"]) == pytest.approx(entry["goodput"], abs=5e-7)
     assert float(values["backoff_s", "value"]) == pytest.approx(entry["backoff_s"], abs=5e-7)
-    markdown = render_text([stats], slo, None, markdown=True).splitlines()
+    markdown = render_text([stats], slo, (), markdown=True).splitlines()
     for label, metric in (("ttft (first token, any channel)", "ttft"), ("e2e (whole call)", "e2e")):
         cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
         assert f"| {label} | {cell} |" in markdown

@@ -33,8 +33,9 @@ from .options import build_parser, options_from
 from .output import print_tables, render_csv, result_json
 from .plan import Load, Plan, Target
 from .record import Recorder
+from .results import BenchResult, build
 from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .stats import TargetStats, target_stats
+from .stats import target_stats
 from .sweep import Sweep, run_sweep
 
 if TYPE_CHECKING:
@@ -191,22 +192,19 @@ def _check_plotly() -> None:
 
 
 def _write_html(
-    plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO, sweep: Sweep | None = None
+    plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, sweep: Sweep | None = None
 ) -> None:
     from ...version import __version__
     from ..render.charts import Knee
     from ..render.html import write_html
     from ..render.verdict import sentences
-    from .verdicts import level_verdicts
 
     options = plan.options
-    levels: dict[str, list[TargetStats]] = {}
-    for s in stats:
-        levels.setdefault(s.group.key.get("load", ""), []).append(s)
+    levels = result.levels
     notes = [
-        f"{load}: {line}" if len(levels) > 1 else line
-        for load, level in levels.items()
-        for v in level_verdicts(level, options.baseline)
+        f"{level.load}: {line}" if len(levels) > 1 else line
+        for level in levels
+        for v in level.verdicts
         for line in sentences(v)
     ]
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
@@ -261,18 +259,17 @@ def _finish(
     unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
     if unverified:
         print(cache.warning(unverified), file=err)
-    order = {t.name: i for i, t in enumerate(plan.targets)}
-    stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
+    result = build(plan, stats, state)  # the verdicts and every number: once, read by each output
     output = Output(out)
     if options.format == "json":
-        output.line(json.dumps(result_json(plan, stats, state), indent=2))
+        output.line(json.dumps(result_json(plan, result, state), indent=2))
     elif options.format == "csv":
-        output.line(render_csv(stats, options.slo))
+        output.line(render_csv(result.stats, options.slo))
     else:
-        print_tables(output, plan, stats, state)
+        print_tables(output, plan, result, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, stats, err, state.sweep)
+        _write_html(plan, calls, result, err, state.sweep)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

@@ -54,9 +54,12 @@ def level_client_lines(client: dict[str, Any] | None) -> list[tuple[str, str | N
     return lines
 
 
-def sweep_lines(sweep: Sweep, stats: list[TargetStats], state: RunState, markdown: bool) -> list[str]:
-    """Latency and throughput against load, one row per level in the order run, the knee marked,
-    and the client's event-loop lag at each level (``!``: the client was the bottleneck there)."""
+def sweep_lines(
+    sweep: Sweep, stats: list[TargetStats], clients: dict[str, dict[str, Any] | None], markdown: bool
+) -> list[tuple[str, str | None]]:
+    """Latency and throughput against load, one row per level in the order run, the knee marked (bold),
+    and the client's event-loop lag at each level (``clients``, :func:`level_client` of each level,
+    computed once; ``!``: the client was the bottleneck there)."""
     names = list(dict.fromkeys(s.label for s in stats))
     found = {(s.group.key.get("load", ""), s.label): s for s in stats}
     header = ["sweep", *(f"{n} req/s | ttft p50 | e2e p50" for n in names), "client lag p95", ""]
@@ -71,7 +74,7 @@ def sweep_lines(sweep: Sweep, stats: list[TargetStats], state: RunState, markdow
                 continue
             ttft = format_duration(s.ttft.p50) if s.ttft else "-"
             cells.append(f"{_rate(s.requests_per_s)} | {ttft} | {format_duration(s.e2e.p50)}")
-        client = level_client(load.label, [s for s in stats if s.group.key.get("load") == load.label], state)
+        client = clients.get(load.label)
         lag = client["loop_lag_p95"] if client else None
         lag_text = "-" if lag is None else format_duration(lag)
         if client and client["bottleneck"]:
@@ -81,17 +84,22 @@ def sweep_lines(sweep: Sweep, stats: list[TargetStats], state: RunState, markdow
         if load.label in sweep.stopped:
             mark = "stopped: over-saturated"
         rows.append([load.label, *cells, lag_text, mark])
-    lines = markdown_table(rows) if markdown else table(rows, indent="")
+    lines: list[tuple[str, str | None]] = [
+        (line, None) for line in (markdown_table(rows) if markdown else table(rows, indent=""))
+    ]
     if sweep.knee:
         top = sweep.max_throughput or 0.0
-        lines.append(
+        lines.append((
             f"knee: {sweep.knee} (throughput stops growing past it; highest {top:,.1f} requests/s per"
-            " target): more load adds queueing time, not throughput"
-        )
+            " target): more load adds queueing time, not throughput",
+            "bold",
+        ))  # fmt: skip
     if bottlenecks:
-        lines.append(
+        lines.append((
             f"the client, not the server, was the bottleneck at {', '.join(bottlenecks)} (event-loop lag"
             f" p95 above {LAG_WARNING_S * 1000:.0f} ms, marked !): those levels measure the client too."
-            " Give the client a core of its own, or measure past this load with -c or --rate and --workers N."
-        )
+            " Give the client a core of its own, or measure past this load with -c or --rate and"
+            " --workers N.",
+            None,
+        ))  # fmt: skip
     return lines

@@ -13,19 +13,20 @@ from ..render.tables import Rows, markdown_table, table
 from ..render.terminal import Output
 from ..render.text import format_duration, triple
 from ..render.triage import triage_lines
-from ..render.verdict import sentences
 from ..spans.names import HTTP_PHASES, phase_rank
 from ..stats.groups import phases_dict
 from ..stats.percentiles import Dist, dist_dict, json_number
 from ..stats.server_split import server_json
+from ..stats.verdict import Verdict
 from .cache import as_dict as cache_dict
 from .cache import expectation_note
 from .csv_units import csv_unit, csv_value
-from .levels import level_client, level_client_lines, sweep_lines
+from .levels import level_client_lines, sweep_lines
 from .plan import Plan, Slo
+from .results import BenchResult
 from .run import LAG_WARNING_S, RunState
 from .stats import TargetStats
-from .verdicts import level_verdicts, sweep_verdicts, verdict_lines, verdicts_json
+from .verdicts import Styled, verdict_lines, verdicts_json
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -168,23 +169,36 @@ def notes(stats: Sequence[TargetStats], prefix_label: str = "cold") -> list[str]
     return lines
 
 
+def styled_text(
+    stats: Sequence[TargetStats],
+    slo: Slo,
+    verdicts: Sequence[Verdict] = (),
+    markdown: bool = False,
+    prefix_label: str = "cold",
+) -> list[Styled]:
+    """One load level's text: its verdicts (computed once, :mod:`.results`; their sentences bold), the
+    tables, the notes, each target's triage."""
+    table = markdown_table if markdown else _plain_table
+    verdict, rows = verdict_lines(verdicts)
+    lines = [*verdict]
+    plain = [*(["", *table(rows), ""] if rows else [])]
+    plain += [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
+    plain += notes(stats, prefix_label)
+    for s in stats:
+        calls = s.requests
+        plain += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
+        plain += triage_lines(s.triage, calls)
+    return [*lines, *((line, None) for line in plain)]
+
+
 def render_text(
     stats: Sequence[TargetStats],
     slo: Slo,
-    baseline: str | None = None,
+    verdicts: Sequence[Verdict] = (),
     markdown: bool = False,
     prefix_label: str = "cold",
 ) -> str:
-    table = markdown_table if markdown else _plain_table
-    verdict, rows = verdict_lines(level_verdicts(stats, baseline))
-    lines = [*verdict, *(["", *table(rows), ""] if rows else [])]
-    lines += [*table(summary_rows(stats, slo)), "", *table(phase_rows(stats)), ""]
-    lines += notes(stats, prefix_label)
-    for s in stats:
-        calls = s.requests
-        lines += ["", f"{s.label}:" if not markdown else f"**{s.label}**", ""]
-        lines += triage_lines(s.triage, calls)
-    return "\n".join(lines)
+    return "\n".join(line for line, _ in styled_text(stats, slo, verdicts, markdown, prefix_label))
 
 
 def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
@@ -253,20 +267,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
     }
 
 
-def _client(stats: list[TargetStats], state: RunState) -> dict[str, Any]:
-    """What the bench client itself cost, and whether it held the measured calls up."""
-    requests = sum(s.requests + s.cancelled for s in stats)
-    lag = Dist.of(state.loop_lag)
-    return {
-        "cpu_s": state.cpu_s,
-        "cpu_per_request_s": state.cpu_s / requests if requests else None,
-        "loop_lag": lag.as_dict() if lag else None,
-        "bottleneck": bool(lag and lag.p95 > LAG_WARNING_S),
-    }
-
-
-def _client_lines(stats: list[TargetStats], state: RunState) -> list[tuple[str, str | None]]:
-    client = _client(stats, state)
+def _client_lines(client: dict[str, Any], state: RunState) -> list[Styled]:
     per_request = client["cpu_per_request_s"]
     text = f"client: CPU {state.cpu_s:.1f} s" + (
         f" ({per_request * 1000:.1f} ms per request)" if per_request else ""
@@ -285,14 +286,9 @@ def _client_lines(stats: list[TargetStats], state: RunState) -> list[tuple[str, 
     return lines
 
 
-def _by_load(stats: list[TargetStats]) -> dict[str, list[TargetStats]]:
-    levels: dict[str, list[TargetStats]] = {}
-    for s in stats:
-        levels.setdefault(s.group.key.get("load", ""), []).append(s)
-    return levels
-
-
-def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunState) -> None:
+def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) -> None:
+    """The text (or Markdown) output: it reads ``result``, computed once, and computes nothing."""
+    stats = result.stats
     options, schedule = plan.options, plan.options.schedule
     workload, loads, slo = options.workload, schedule.levels, options.slo
     amount = (
@@ -315,40 +311,39 @@ def print_tables(out: Output, plan: Plan, stats: list[TargetStats], state: RunSt
     if not stats:
         out.line("no request finished")
         return
-    for line, style in _client_lines(stats, state):
+    for line, style in _client_lines(result.client, state):
         out.line(line, style)
-    across, rows = verdict_lines(sweep_verdicts(stats, options.baseline))
+    across, rows = verdict_lines(result.across)
     if across:  # one target, several load levels: each level against the baseline level
         out.line()
-        for line in across:
-            out.line(line, "bold" if not line.startswith("(") else None)
+        for line, style in across:
+            out.line(line, style)
         if rows:
             table = markdown_table if options.format == "markdown" else _plain_table
             out.line()
             for line in table(rows):
                 out.line(line)
-    by_load = _by_load(stats)
-    for load, level in by_load.items():
-        if len(by_load) > 1:
-            out.line(f"\n== {load}", style="bold")
-            for line, style in level_client_lines(level_client(load, level, state)):
+    for level in result.levels:
+        if len(result.levels) > 1:
+            out.line(f"\n== {level.load}", style="bold")
+            for line, style in level_client_lines(level.client):
                 out.line(line, style)
         out.line()
         markdown = options.format == "markdown"
-        text = render_text(level, slo, options.baseline, markdown, workload.prefix.label)
-        bold = {line for verdict in level_verdicts(level, options.baseline) for line in sentences(verdict)}
-        for line in text.split("\n"):
-            out.line(line, "bold" if line in bold else None)
-        for line in split_lines((s.label, s.group.group.members) for s in level):
+        for line, style in styled_text(level.stats, slo, level.verdicts, markdown, workload.prefix.label):
+            out.line(line, style)
+        for line in split_lines((s.label, s.group.group.members) for s in level.stats):
             out.line(line)  # the server's own account of the TTFT, when it sent one
 
     if state.sweep is not None:
         out.line()
-        for line in sweep_lines(state.sweep, stats, state, options.format == "markdown"):
-            out.line(line, "bold" if line.startswith("knee") else None)
+        clients = {level.load: level.client for level in result.levels}
+        for line, style in sweep_lines(state.sweep, stats, clients, options.format == "markdown"):
+            out.line(line, style)
 
 
-def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[str, Any]:
+def result_json(plan: Plan, result: BenchResult, state: RunState) -> dict[str, Any]:
+    """The JSON document: it reads ``result``, computed once."""
     options, schedule = plan.options, plan.options.schedule
     workload, loads, slo = options.workload, schedule.levels, options.slo
     return {
@@ -380,12 +375,9 @@ def result_json(plan: Plan, stats: list[TargetStats], state: RunState) -> dict[s
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
-        "client": {
-            **_client(stats, state),
-            "levels": {load: level_client(load, level, state) for load, level in _by_load(stats).items()},
-        },
-        "results": [target_json(s, slo) for s in stats],
-        "verdict": verdicts_json(_by_load(stats), options.baseline),
+        "client": {**result.client, "levels": {level.load: level.client for level in result.levels}},
+        "results": [target_json(s, slo) for s in result.stats],
+        "verdict": verdicts_json({level.load: level.verdicts for level in result.levels}, result.across),
         "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..spans.calls import Call
-from ..stats.groups import GroupStats, group, summarize
+from ..stats.groups import GroupStats, group, summarize, throughput
 from ..stats.metric_table import METRIC
 from ..stats.percentiles import Dist
 from ..stats.sketch import Sketch, sketch_dist
@@ -145,7 +145,7 @@ def _stats(
         requests=len(calls),
         errors=len(calls) - len(ok),
         cancelled=cancelled,
-        throughput=tokens / wall if wall > 0 and tokens else None,
+        throughput=throughput(calls),
         requests_per_s=len(calls) / wall if wall > 0 else None,
         goodput=len(good) / len(calls) if slo and calls else None,
         goodput_requests=len(good),

@@ -41,23 +41,25 @@ def sweep_verdicts(stats: Sequence[TargetStats], baseline: str | None) -> list[V
     ]
 
 
-def verdict_lines(verdicts: Sequence[Verdict]) -> tuple[list[str], list[list[str]]]:
-    """The sentences, and the table's rows (empty without a verdict)."""
+#: A line of output and its style (``bold`` for a verdict's sentence, else None).
+Styled = tuple[str, str | None]
+
+
+def verdict_lines(verdicts: Sequence[Verdict]) -> tuple[list[Styled], list[list[str]]]:
+    """The sentences (bold), the method's line, and the table's rows (empty without a verdict)."""
     if not verdicts:
         return [], []
-    lines = [line for verdict in verdicts for line in sentences(verdict)]
+    lines: list[Styled] = [(line, "bold") for verdict in verdicts for line in sentences(verdict)]
     rows = verdict_rows(verdicts)
     if len(rows) == 1:  # too few calls: nothing was compared
         return lines, []
-    return [*lines, f"({method()})"], rows
+    return [*lines, (f"({method()})", None)], rows
 
 
-def verdicts_json(levels: Mapping[str, Sequence[TargetStats]], baseline: str | None) -> dict[str, Any]:
-    every = [s for level in levels.values() for s in level]
+def verdicts_json(levels: Mapping[str, Sequence[Verdict]], across: Sequence[Verdict]) -> dict[str, Any]:
+    """The verdicts as computed once (:mod:`.results`), as JSON."""
     return {
         **method_json(),
-        "levels": {
-            load: [verdict_json(v) for v in level_verdicts(level, baseline)] for load, level in levels.items()
-        },
-        "across_levels": [verdict_json(v) for v in sweep_verdicts(every, baseline)],
+        "levels": {load: [verdict_json(v) for v in verdicts] for load, verdicts in levels.items()},
+        "across_levels": [verdict_json(v) for v in across],
     }

@@ -168,6 +168,16 @@ def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
     )
 
 
+def throughput(calls: Sequence[Call]) -> float | None:
+    """Output tokens per second: the successful calls' output tokens over the wall time from the first
+    call's start to the last call's end (bench's throughput, and its chart against the load level)."""
+    if not calls:
+        return None
+    tokens = sum(call.output_tokens or 0 for call in calls if call.error_type is None)
+    wall = (max(call.end_ns for call in calls) - min(call.start_ns for call in calls)) / 1e9
+    return tokens / wall if wall > 0 and tokens else None
+
+
 def slow_calls(calls: Sequence[Call], duration: Dist, threshold: float | None) -> SlowCalls:
     """Slow = duration >= the group's p95 (always at least the slowest call), or >= ``threshold``.
 
