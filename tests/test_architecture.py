@@ -230,6 +230,15 @@ CORE_PARTS = (
 )
 """The core's parts (its wings and root modules), bottom layer first, as CLI_LAYERS for cli/: a part
 imports only parts of lower layers (docs/ARCHITECTURE.md, "Module map")."""
+BENCH_PARTS = (
+    ("workload", "lengths"),  # the workload's conversations; length distributions
+    ("plan",),  # what a run is, typed
+    ("run",),  # the load generator, its loops, sweep, workers, the run's spans, the SDK call
+    ("options", "results"),  # command line -> plan (reads replay files, checks --sweep); numbers -> output
+    ("command", ""),  # main: options -> run -> results; the package's __init__
+)
+"""cli/bench/'s parts (its sub-packages and root modules), bottom layer first, as CLI_LAYERS: a part
+imports only parts of lower layers (docs/ARCHITECTURE.md, "The CLI")."""
 #: The core before its wings: 29 flat modules, 90 import arrows between them (issue 30).
 CORE_ARROWS_BEFORE = 90
 #: cli/bench/ before issue 30: 24 modules, 64 import arrows between them.
@@ -276,6 +285,37 @@ def test_every_core_import_goes_down_a_part() -> None:
     upward = [
         f"{source or '__init__'} (layer {layer[source]}) imports {target} (layer {layer[target]})"
         for source, target in sorted(core_arrows(edges))
+        if layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def _bench_part(module: str) -> str:
+    """``openai_latency.cli.bench.run.loops`` -> ``run``; ``openai_latency.cli.bench`` -> ``""``."""
+    return module[len(f"{PACKAGE}.cli.bench") :].lstrip(".").split(".")[0]
+
+
+def bench_arrows(edges: Edges) -> set[tuple[str, str]]:
+    """(importing part, imported part) for every import between two parts of cli/bench/."""
+    bench = f"{PACKAGE}.cli.bench"
+    return {
+        (_bench_part(source), _bench_part(target))
+        for source, targets in edges.items()
+        if source == bench or source.startswith(bench + ".")
+        for target in targets
+        if (target == bench or target.startswith(bench + ".")) and _bench_part(source) != _bench_part(target)
+    }
+
+
+def test_every_bench_import_goes_down_a_part() -> None:
+    layer = {name: i for i, names in enumerate(BENCH_PARTS) for name in names}
+    edges = import_graph()
+    bench = f"{PACKAGE}.cli.bench"
+    parts = {_bench_part(name) for name in edges if name == bench or name.startswith(bench + ".")}
+    assert parts == set(layer), f"a part of cli/bench/ to place in BENCH_PARTS: {sorted(parts ^ set(layer))}"
+    upward = [
+        f"bench/{source or '__init__'} (layer {layer[source]}) imports bench/{target} (layer {layer[target]})"
+        for source, target in sorted(bench_arrows(edges))
         if layer[target] >= layer[source]
     ]
     assert not upward, "\n".join(upward)
@@ -501,14 +541,16 @@ def core_facts(edges: Edges) -> list[str]:
     by_part: dict[str, set[str]] = {}
     for source, target in sorted(arrows):
         by_part.setdefault(source or "__init__", set()).add(target)
-    bench_modules, bench_arrows = _arrows_within(edges, f"{CLI}.bench")
+    bench_modules, bench_module_arrows = _arrows_within(edges, f"{CLI}.bench")
+    bench_parts = {_bench_part(name) for name in edges if name.startswith(f"{CLI}.bench")}
     return [
         f"core: {len(core)} modules in {len({_core_part(name) for name in core})} parts; import arrows"
         f" between its parts: {len(arrows)}; between its modules: {module_arrows} (before the wings:"
         f" {CORE_ARROWS_BEFORE} between 29 flat modules)",
         *(f"  {part} -> {', '.join(sorted(targets))}" for part, targets in by_part.items()),
-        f"cli/bench/: {bench_modules} modules, {bench_arrows} import arrows between them"
-        f" (before issue 30: {BENCH_ARROWS_BEFORE})",
+        f"cli/bench/: {bench_modules} modules in {len(bench_parts)} parts; import arrows between its"
+        f" parts: {len(bench_arrows(edges))}; between its modules: {bench_module_arrows}"
+        f" (before issue 30: {BENCH_ARROWS_BEFORE} between 23 flat modules)",
     ]
 
 

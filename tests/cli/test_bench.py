@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from openai_latency.cli.bench.output import render_csv, render_text
 from openai_latency.cli.bench.plan import Slo
-from openai_latency.cli.bench.stats import target_stats
+from openai_latency.cli.bench.results.output import render_csv, render_text
+from openai_latency.cli.bench.results.stats import target_stats
 from openai_latency.cli.render.text import format_duration
 from openai_latency.cli.spans.collect import collect_calls
 from openai_latency.cli.spans.files import read_spans

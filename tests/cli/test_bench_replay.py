@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from openai_latency.cli.bench.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
+from openai_latency.cli.bench.run.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server import SpawnedServer

@@ -1,4 +1,4 @@
-"""bench computes its results once (cli/bench/results.py): the verdicts' bootstraps run once per
+"""bench computes its results once (cli/bench/results/build.py): the verdicts' bootstraps run once per
 pair, whatever the outputs asked for, and every output reads the same values; a verdict's sentence
 is bold by its flag, not found again in the rendered text."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_latency.cli.bench import verdicts as verdicts_module
+from openai_latency.cli.bench.results import verdicts as verdicts_module
 from openai_latency.cli.stats.verdict import Verdict, compare
 from tests.support.cli_runs import run_cli, servers
 

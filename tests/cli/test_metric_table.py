@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_latency.cli.bench.options import parse_slo
+from openai_latency.cli.bench.options.parser import parse_slo
 from openai_latency.cli.render.charts import chart_data
 from openai_latency.cli.spans.calls import Call
 from openai_latency.cli.spans.collect import collect_calls

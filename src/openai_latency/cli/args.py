@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 if TYPE_CHECKING:
@@ -108,6 +109,38 @@ def count_list(text: str) -> list[int]:
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"a value is repeated: {text!r}")
     return values
+
+
+def add_by_option(parser: argparse.ArgumentParser, keys: Sequence[str], default: str) -> None:
+    """``--by``, report's and compare's: grouping keys, comma-separated or repeated, or ``none``."""
+    parser.add_argument(
+        "--by",
+        action="append",
+        metavar="KEYS",
+        help=(
+            f"group calls by these keys, comma-separated or repeated: {', '.join(keys)}, or 'none' for"
+            f" one group (default: {default})"
+        ),
+    )
+
+
+def by_keys(
+    parser: argparse.ArgumentParser, values: list[str] | None, keys: Sequence[str]
+) -> list[str] | None:
+    """The ``--by`` keys, checked (a usage error names the unknown one); None when not given: the
+    command's default applies (:func:`..stats.groups.default_by`)."""
+    if values is None:
+        return None
+    chosen: list[str] = []
+    for value in values:
+        for item in (part.strip() for part in value.split(",")):
+            if not item or item == "none":
+                continue
+            if item not in keys:
+                parser.error(f"--by: unknown key {item!r} (choose from {', '.join(keys)}, none)")
+            if item not in chosen:
+                chosen.append(item)
+    return chosen
 
 
 def write_output(out: TextIO, text: str) -> None:

@@ -27,16 +27,16 @@ from ..spans.files import read_spans
 from ..spans.names import BENCH_TARGET, OPERATION_NAME
 from ..spans.span import ReadStats, Span
 from ..spans.write import WriteError, from_readable, write_otlp_json
-from . import cache
-from .failures import FirstErrors, all_failed_lines
-from .options import build_parser, options_from
-from .output import print_tables, render_csv, result_json
+from .options.parser import build_parser, options_from
 from .plan import Load, Plan, Target
-from .record import Recorder
-from .results import BenchResult, build
-from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .stats import target_stats
-from .sweep import Sweep, run_sweep
+from .results import cache
+from .results.build import BenchResult, build
+from .results.failures import FirstErrors, all_failed_lines
+from .results.output import print_tables, render_csv, result_json
+from .results.stats import target_stats
+from .run.record import Recorder
+from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .run.sweep import Sweep, run_sweep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         chunk_gaps={},
     )
     if schedule.workers > 1:
-        from .workers import run_in_workers
+        from .run.workers import run_in_workers
 
         with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
             parts = run_in_workers(plan, state, folder, err)
@@ -196,7 +196,7 @@ def _write_html(
 ) -> None:
     from ...version import __version__
     from ..render.charts import Knee
-    from ..render.html import write_html
+    from ..render.html import write_page
     from ..render.verdict import sentences
 
     options = plan.options
@@ -209,13 +209,8 @@ def _write_html(
     ]
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
-    try:
-        knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
-        write_html(options.html, title, notes, calls, __version__, knee)
-    except OSError as exc:
-        print(f"openai-latency bench: --html: cannot write {options.html}: {exc.strerror or exc}", file=err)
-        return
-    print(f"charts: {options.html} (one self-contained page, opens offline)", file=err)
+    knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
+    write_page("bench", options.html, title, notes, calls, __version__, err, knee)
 
 
 def _concatenate(parts: Sequence[str], out: str) -> None:

@@ -19,6 +19,22 @@ from ..spans.names import HTTP_PHASES, PHASES, phase_rank, phase_sort_key
 from .metric_table import METRICS
 from .percentiles import Dist
 
+#: report's and compare's groups when ``--by`` is not given and the calls are not bench's.
+DEFAULT_BY = ("endpoint", "model")
+#: ``--by``'s default, in words (report's and compare's help).
+DEFAULT_BY_TEXT = (
+    "target, and load level when there are several, for the spans of bench --out; else"
+    " endpoint,model (endpoint = server.address:server.port)"
+)
+
+
+def default_by(calls: Sequence[Call]) -> list[str]:
+    """The grouping keys when ``--by`` is not given: the target (and load level of a sweep) for the
+    spans of ``bench --out``, else endpoint and model."""
+    if calls and all(call.keys["target"] != "-" for call in calls):
+        return ["target", "load"] if len({call.keys["load"] for call in calls}) > 1 else ["target"]
+    return list(DEFAULT_BY)
+
 
 @dataclass(frozen=True)
 class Group:

@@ -10,10 +10,11 @@ import random
 import re
 from typing import Any
 
-from ..args import UsageError
-from . import dataset, replay
-from .lengths import PROMPT_POOL, synthetic_prompt
-from .workload import Conversation
+from ...args import UsageError
+from ..lengths import PROMPT_POOL, synthetic_prompt
+from ..run import replay
+from ..workload import Conversation
+from . import dataset
 
 DEFAULT_REQUESTS = 20
 

@@ -7,24 +7,24 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ...version import __version__
-from ..render.server_split import split_lines
-from ..render.tables import Rows, markdown_table, table
-from ..render.terminal import Output
-from ..render.text import format_duration, triple
-from ..render.triage import triage_lines
-from ..spans.names import HTTP_PHASES, phase_rank
-from ..stats.groups import phases_dict
-from ..stats.percentiles import Dist, dist_dict, json_number
-from ..stats.server_split import server_json
-from ..stats.verdict import Verdict
+from ....version import __version__
+from ...render.server_split import split_lines
+from ...render.tables import Rows, markdown_table, table
+from ...render.terminal import Output
+from ...render.text import format_duration, triple
+from ...render.triage import triage_lines
+from ...spans.names import HTTP_PHASES, phase_rank
+from ...stats.groups import phases_dict
+from ...stats.percentiles import Dist, dist_dict, json_number
+from ...stats.server_split import server_json
+from ...stats.verdict import Verdict
+from ..plan import Plan, Slo
+from ..run.runner import LAG_WARNING_S, RunState
+from .build import BenchResult
 from .cache import as_dict as cache_dict
 from .cache import expectation_note
 from .csv_units import csv_unit, csv_value
 from .levels import level_client_lines, sweep_lines
-from .plan import Plan, Slo
-from .results import BenchResult
-from .run import LAG_WARNING_S, RunState
 from .stats import TargetStats
 from .verdicts import Styled, verdict_lines, verdicts_json
 

@@ -23,8 +23,8 @@ import random
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..args import UsageError
-from .workload import Conversation
+from ...args import UsageError
+from ..workload import Conversation
 
 #: Above this size a dataset is read item by item, never whole.
 STREAM_BYTES = 100 * 1024 * 1024

@@ -17,12 +17,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from ..args import UsageError
-from ..spans import names
-from ..spans.files import read_spans
-from ..spans.span import InputError, ReadStats
+from ...args import UsageError
+from ...spans import names
+from ...spans.files import read_spans
+from ...spans.span import InputError, ReadStats
+from ..workload import Conversation
 from .loops import cancel_all
-from .workload import Conversation
 
 #: The operations a replay sends (others, such as embeddings, are left out and counted).
 REPLAYED = frozenset({"chat", "text_completion"})  # Responses calls are "chat" operations

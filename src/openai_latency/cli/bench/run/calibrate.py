@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..plan import Workload
+from ..workload import Conversation, header, with_header
 from .api import input_tokens, resource
-from .plan import Workload
 from .record import TAG, Tag, tags
-from .workload import Conversation, header, with_header
 
 #: Filler words, tried in order: one token each in the usual tokenizers (cl100k, o200k, Llama's).
 FILLERS = ("the", "a", "of", "is")

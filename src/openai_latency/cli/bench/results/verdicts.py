@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..render.verdict import method, method_json, sentences, verdict_json, verdict_rows
-from ..stats.verdict import Verdict, compare
+from ...render.verdict import method, method_json, sentences, verdict_json, verdict_rows
+from ...stats.verdict import Verdict, compare
 from .stats import TargetStats
 
 

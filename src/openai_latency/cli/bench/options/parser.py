@@ -10,16 +10,17 @@ import os
 import re
 from typing import Any, TextIO
 
-from .. import args as arguments
-from ..args import Parser, UsageError, duration
-from ..stats.metric_table import SLO_METRICS, help_text
-from . import replay, sources
-from .lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
-from .plan import BenchOptions, Load, Schedule, Slo, Target, Workload
+from ... import args as arguments
+from ...args import Parser, UsageError, duration
+from ...stats.metric_table import SLO_METRICS, help_text
+from ..lengths import IGNORE_EOS, parse_lengths, synthetic_prompt
+from ..plan import BenchOptions, Load, Schedule, Slo, Target, Workload
+from ..run import replay
+from ..run.sweep import sweep_refusal
+from ..workload import APIS, PrefixPolicy, parse_prefix_cache
+from . import sources
 from .result_options import TARGET, TARGET_HELP, add_result_options, check_baseline
 from .sources import DEFAULT_REQUESTS
-from .sweep import sweep_refusal
-from .workload import APIS, PrefixPolicy, parse_prefix_cache
 
 DEFAULT_PROMPT = "Explain in three sentences why the first token of an LLM response can be slow."
 DEFAULT_MAX_TOKENS = 64

@@ -37,14 +37,14 @@ from multiprocessing.connection import Connection, wait
 from types import FrameType
 from typing import Any, TextIO
 
-from ..render.terminal import Progress
-from ..spans.write import write_otlp_json
-from ..stats.sketch import Sketch
+from ...render.terminal import Progress
+from ...spans.write import write_otlp_json
+from ...stats.sketch import Sketch
+from ..plan import Load, Plan, Target, Workload
 from .calibrate import InputCheck
 from .loops import groups, share
-from .plan import Load, Plan, Target, Workload
 from .record import TargetProgress
-from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 
 #: From "every worker is ready" to their common start: enough for each to see the go.
 START_MARGIN_S = 0.05

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..spans import names
-from ..spans.names import BENCH_TARGET
-from ..spans.span import Span
-from .plan import Target
+from ...spans import names
+from ...spans.names import BENCH_TARGET
+from ...spans.span import Span
+from ..plan import Target
 from .stats import TargetStats
 
 

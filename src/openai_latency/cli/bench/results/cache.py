@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..spans.calls import Call
-from ..stats.percentiles import Dist, dist_dict
+from ...spans.calls import Call
+from ...stats.percentiles import Dist, dist_dict
 
 #: Where prefill shows: (name in the output, phase dictionary of the call, phase).
 PREFILL_PHASES = (("http.server_wait", "http", "server_wait"), ("first_token", "phases", "first_token"))

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .plan import Load, Schedule
+from ..plan import Load, Schedule
 from .record import TargetProgress
 
 #: Throughput growth under this share is "stopped growing".

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..render.tables import Rows, markdown_table, table
-from ..render.text import format_duration
-from ..stats.percentiles import Dist
-from .run import LAG_WARNING_S, RunState
+from ...render.tables import Rows, markdown_table, table
+from ...render.text import format_duration
+from ...stats.percentiles import Dist
+from ..run.runner import LAG_WARNING_S, RunState
+from ..run.sweep import Sweep
 from .stats import TargetStats
-from .sweep import Sweep
 
 
 def _rate(value: float | None) -> str:

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..stats.sketch import Sketch
+from ...stats.sketch import Sketch
+from ..workload import Api
 from .record import Tag
-from .workload import Api
 
 
 def resource(client: Any, api: Api) -> Any:

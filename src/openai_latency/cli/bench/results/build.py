@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..stats.percentiles import Dist
-from ..stats.verdict import Verdict
+from ...stats.percentiles import Dist
+from ...stats.verdict import Verdict
+from ..plan import Plan
+from ..run.runner import LAG_WARNING_S, RunState
 from .levels import level_client
-from .plan import Plan
-from .run import LAG_WARNING_S, RunState
 from .stats import TargetStats
 from .verdicts import level_verdicts, sweep_verdicts
 

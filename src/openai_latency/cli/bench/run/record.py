@@ -19,8 +19,8 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from ..spans import names
-from ..spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
+from ...spans import names
+from ...spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
 
 ROLLING = 50  # requests in the progress display's rolling p50
 #: Spans held before :meth:`Recorder.between_levels` writes them out (~2 KB each).
@@ -79,7 +79,7 @@ class Recorder(SpanProcessor):
             self.spill()
 
     def spill(self) -> None:
-        from ..spans.write import write_otlp_json
+        from ...spans.write import write_otlp_json
 
         assert self.spill_path is not None
         write_otlp_json(self.spill_path, self.spans)

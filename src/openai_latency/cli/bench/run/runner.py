@@ -24,15 +24,15 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stats.sketch import Sketch
+from ...stats.sketch import Sketch
+from ..plan import Load, Target, Workload
+from ..workload import Conversation, Message, RequestSource, next_turn
 from .api import send
 from .calibrate import Calibration, InputCheck, calibrate, prober, replayed
 from .loops import closed_loop, groups, open_loop, schedule, share
-from .plan import Load, Target, Workload
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
 from .replay import replay_loop
 from .sweep import Sweep
-from .workload import Conversation, Message, RequestSource, next_turn
 
 
 @dataclass
@@ -127,7 +127,7 @@ def instrumented(spill_path: str | None = None) -> Iterator[Recorder]:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from ... import OpenAILatencyInstrumentor
+    from .... import OpenAILatencyInstrumentor
 
     recorder = Recorder(spill_path)
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))

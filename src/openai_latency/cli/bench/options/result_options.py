@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ..args import UsageError
+from ...args import UsageError
 
 TARGET = "NAME=BASE_URL[@MODEL]"
 TARGET_HELP = "an endpoint to benchmark, repeatable: a name, its base URL (with /v1), optionally @model"

@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..spans.calls import Call
-from ..stats.groups import GroupStats, group, summarize, throughput
-from ..stats.metric_table import METRIC
-from ..stats.percentiles import Dist
-from ..stats.sketch import Sketch, sketch_dist
-from ..stats.triage import Bucket, slow_limit, triage
+from ...spans.calls import Call
+from ...stats.groups import GroupStats, group, summarize, throughput
+from ...stats.metric_table import METRIC
+from ...stats.percentiles import Dist
+from ...stats.sketch import Sketch, sketch_dist
+from ...stats.triage import Bucket, slow_limit, triage
+from ..plan import Slo
+from ..run.calibrate import InputCheck
 from .cache import CacheSplit, split
-from .calibrate import InputCheck
-from .plan import Slo
 
 
 @dataclass
