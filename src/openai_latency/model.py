@@ -43,7 +43,7 @@ class OperationKind:
     """gen_ai.operation.name: chat, embeddings, text_completion, or ``openai`` for the fallback."""
     api_type: str | None
     stream_kind: str
-    """Key of the chunk observer in :mod:`openai_latency.streams`: chat, responses, completions, any."""
+    """Key of the chunk observer in :mod:`openai_latency.hooks.streams`: chat, responses, completions, any."""
 
 
 ANSWER = 1
