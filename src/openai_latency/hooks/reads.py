@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .._guard import guarded
-from ..model import StreamStats
 from ..clock import clock
+from ..model import StreamStats
 
 
 @guarded()
