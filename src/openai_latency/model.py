@@ -92,13 +92,13 @@ class StreamStats:
     last_token_ns: int = 0
     last_token_doubt_ns: int = 0
     reads: int = 0
-    """Reads of the body so far (:mod:`.reads`); 0 when they could not be counted."""
+    """Reads of the body so far (:mod:`.hooks.reads`); 0 when they could not be counted."""
     read_ns: int = 0
-    """When the latest read of the body returned (:mod:`.reads`): its chunks had arrived by then."""
+    """When the latest read of the body returned (:mod:`.hooks.reads`): its chunks had arrived by then."""
     first_token_read: int = 0
     """``reads`` when the first token chunk was handed over: the read that brought it."""
     burst: int = 0
-    """Token chunks that came in the same read as the first token (:mod:`.reads`): made before the
+    """Token chunks that came in the same read as the first token (:mod:`.hooks.reads`): made before the
     window that starts at the first token's arrival."""
     token_gap_ns: int = 0
     token_gaps: int = 0
