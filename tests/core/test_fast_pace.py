@@ -73,10 +73,11 @@ def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any
     64 saturate the loop on 2 cores: each chunk is handed over later than it arrived, by a lag that
     changes along the stream (measured on openai 1.x and 3.x: the first token handed over a median
     3-7 ms after the server wrote it, the last 17-30 ms; the caller's own clock then reads the pace
-    between -13 % and +25 %, stream by stream). Our marks are the reads' returns (:mod:`.reads`),
-    before the SDK's parsing, and at the median they are at least as close to the server's pace as
-    the caller's own clock; getting every stream close under a saturated loop needs arrival times
-    taken below the hand-over (issue 33), measured by ``benchmarks/saturated_tpot.py``."""
+    between -13 % and +25 %, stream by stream). Our marks are the reads' returns
+    (:mod:`openai_latency.hooks.reads`), before the SDK's parsing, and at the median they are at
+    least as close to the server's pace as the caller's own clock; getting every stream close under
+    a saturated loop needs arrival times taken below the hand-over (issue 33), measured by
+    ``benchmarks/saturated_tpot.py``."""
 
     def timing(errors: tuple[list[float], list[float]]) -> None:
         to_server, to_caller = errors
