@@ -191,9 +191,7 @@ def _check_plotly() -> None:
         raise UsageError(str(exc)) from None
 
 
-def _write_html(
-    plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, sweep: Sweep | None = None
-) -> None:
+def _write_html(plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, state: RunState) -> None:
     from ...version import __version__
     from ..render.charts import Knee
     from ..render.html import write_page
@@ -201,12 +199,21 @@ def _write_html(
 
     options = plan.options
     levels = result.levels
-    notes = [
-        f"{level.load}: {line}" if len(levels) > 1 else line
-        for level in levels
-        for v in level.verdicts
-        for line in sentences(v)
-    ]
+    sweep = state.sweep
+    slipped = [f"warning: {a.sentence(label)}" for label, a in state.arrivals.items() if a.slipped]
+    notes = (
+        slipped
+        + [
+            (f"{load}: " if load and len(levels) > 1 else "") + f"warning: {text}"
+            for load, text in result.warnings()
+        ]
+        + [
+            f"{level.load}: {line}" if len(levels) > 1 else line
+            for level in levels
+            for v in level.verdicts
+            for line in sentences(v)
+        ]
+    )
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
     knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
@@ -264,7 +271,7 @@ def _finish(
         print_tables(output, plan, result, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, result, err, state.sweep)
+        _write_html(plan, calls, result, err, state)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:
