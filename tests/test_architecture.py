@@ -205,6 +205,7 @@ LAYERS = (
     ("model",),
     ("read.attributes", "read.headers", "read.errors", "read.routing"),
     ("call.timeline", "hooks.stream_usage", "content.messages", "read.server_timing"),
+    ("hooks.arrival_stamps",),
     ("call.token_times", "hooks.reads"),
     ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
     ("call.operation",),

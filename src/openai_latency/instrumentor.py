@@ -17,7 +17,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 
 from .config import load_settings
-from .hooks import dns, legacy_send
+from .hooks import arrival_stamps, dns, legacy_send
 from .hooks.sdk_hooks import Hooks
 from .metrics import Metrics
 from .model import Telemetry, Wrapper
@@ -112,6 +112,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._patched += dns.install()
         if legacy_send.needed(importlib.import_module("openai._base_client")):
             legacy_send.install(hooks)  # openai < 2.31: attempts are bracketed at httpx's send
+        arrival_stamps.install()  # async streams: a read's bytes stamped where the event loop received them
 
     def _uninstrument(self, **kwargs: Any) -> None:
         if self._hooks is not None:
@@ -120,6 +121,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._hooks.deactivate()
             self._hooks = None
         legacy_send.uninstall()
+        arrival_stamps.uninstall()
         for owner, attribute in reversed(getattr(self, "_patched", [])):
             unwrap(owner, attribute)
         self._patched = []

@@ -11,6 +11,9 @@ so the client's CPU speed or starvation cannot change the answer (:mod:`.streams
 Each read also takes the time it returned (``st.read_ns``): its bytes had arrived by then, and the
 chunks it completed are handed over only after the SDK parsed the ones before them, so the read's
 time is the tighter upper bound of their arrival, one the client's parsing speed does not move.
+An async read on anyio's asyncio streams also takes the arrival of its bytes where the event loop
+stamped them (:mod:`.arrival_stamps`, ``st.read_arrival_ns``): a busy loop returns the read a whole
+iteration of other tasks' work later, and that lag grows along a stream when the loop is saturated.
 
 The cost is an integer increment and a clock read per read, and the iterator is the SDK's own: what
 it yields and raises, and when it is closed, are unchanged.
@@ -24,6 +27,7 @@ from typing import Any
 from .._guard import guarded
 from ..clock import clock
 from ..model import StreamStats
+from . import arrival_stamps
 
 
 @guarded()
@@ -35,7 +39,12 @@ def count_reads(response: Any, st: StreamStats, is_async: bool) -> None:
     read: Callable[..., Any] | None = getattr(response, name, None)
     if read is None:
         return
-    counted = _async_counter(read, st) if is_async else _counter(read, st)
+    counted: Callable[..., Any]
+    if is_async:
+        protocol = arrival_stamps.protocol_of(response)
+        counted = _async_counter(read, st) if protocol is None else _stamped_counter(read, st, protocol)
+    else:
+        counted = _counter(read, st)
     setattr(response, name, counted)
 
 
@@ -56,6 +65,30 @@ def _async_counter(
         async for chunk in read(*args, **kwargs):
             st.reads += 1
             st.read_ns = clock()
+            yield chunk
+
+    return aiter_bytes
+
+
+def _stamped_counter(
+    read: Callable[..., AsyncIterator[bytes]], st: StreamStats, protocol: Any
+) -> Callable[..., AsyncIterator[bytes]]:
+    async def aiter_bytes(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+        # Between two reads anyio pauses the transport: bytes that came then waited in the socket
+        # and are stamped when the next read resumes it. That pause (the parse of the previous
+        # read's events and the caller's own time) is how early they may have come: the read's doubt.
+        reads = read(*args, **kwargs).__aiter__()
+        returned = clock()
+        while True:
+            asked = clock()
+            try:
+                chunk = await reads.__anext__()
+            except StopAsyncIteration:
+                return
+            st.reads += 1
+            st.read_arrival_ns = arrival_stamps.consumed_ns(protocol)
+            st.read_doubt_ns = asked - returned  # the pause since the previous read returned
+            st.read_ns = returned = clock()
             yield chunk
 
     return aiter_bytes

@@ -1,0 +1,119 @@
+"""When the bytes of a read reached the process: stamped by the event loop, not by the caller.
+
+An async stream's chunk is handed over when its task runs again, and on a busy event loop (64
+streams on one core) that is tens of milliseconds after the socket had the bytes, longer towards
+a stream's end than at its start. A read that waited only for the loop then looks like a wait for
+the network, so a stopwatch at the hand-over counts the loop's lag as the server's time, and a
+whole stream that sat in the socket buffer can read as a window of a few milliseconds.
+
+anyio's asyncio streams (under httpx/httpcore and httpx2/httpcore2) receive bytes in
+``StreamProtocol.data_received``, which the loop calls in the iteration that polls the socket, one
+iteration before the task that waits for the bytes runs: :func:`install` stamps each call there on
+the shared clock, in a queue beside anyio's own queue of received chunks (``read_queue``), one stamp
+a chunk. ``SocketStream.receive`` takes chunks from the front of ``read_queue``; the stamps of the
+chunks taken are dropped from the front of ours, the last one dropped kept as ``consumed``: the
+arrival of the newest bytes a reader has taken. :func:`consumed_ns`, asked right after a read of
+the body, is that read's arrival.
+
+Only HTTP/1.1 connections are followed (an HTTP/2 connection's reads serve every stream on it), and
+only anyio's asyncio backend (trio, uvloop's own transports and the sync client keep the read's
+return, :mod:`.reads`). The cost is a clock read and two deque operations per ``data_received``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from .._guard import guarded, report
+from ..clock import clock
+
+_PATCHED: tuple[Any, Any] | None = None
+"""(anyio's StreamProtocol, its own data_received) while installed."""
+
+
+class Arrivals:
+    """The stamps of one connection's received chunks not yet taken by a reader, oldest first, and
+    the stamp of the newest chunk taken."""
+
+    __slots__ = ("consumed", "stamps")
+
+    def __init__(self) -> None:
+        self.stamps: deque[int] = deque()
+        self.consumed = 0
+
+
+def _data_received(original: Any) -> Any:
+    def data_received(self: Any, data: bytes) -> None:
+        original(self, data)
+        try:
+            arrivals = self.__dict__.get("_openai_latency_arrivals")
+            if arrivals is None:
+                arrivals = self._openai_latency_arrivals = Arrivals()
+            _settle(arrivals, len(self.read_queue) - 1)
+            arrivals.stamps.append(clock())
+        except Exception:
+            report("arrival stamp")
+
+    data_received.__wrapped__ = original  # type: ignore[attr-defined]
+    return data_received
+
+
+def _settle(arrivals: Arrivals, queued: int) -> None:
+    """Drops the stamps of the chunks a reader took (``queued`` chunks are still in anyio's queue)."""
+    stamps = arrivals.stamps
+    while len(stamps) > queued:
+        arrivals.consumed = stamps.popleft()
+
+
+@guarded()
+def install() -> None:
+    """Stamps every ``data_received`` of anyio's asyncio stream protocol (once per process)."""
+    global _PATCHED
+    if _PATCHED is not None:
+        return
+    try:
+        from anyio._backends._asyncio import StreamProtocol
+    except ImportError:
+        return
+    original = StreamProtocol.__dict__.get("data_received")
+    if original is None:
+        return
+    StreamProtocol.data_received = _data_received(original)  # type: ignore[method-assign]
+    _PATCHED = (StreamProtocol, original)
+
+
+@guarded()
+def uninstall() -> None:
+    global _PATCHED
+    if _PATCHED is None:
+        return
+    protocol_class, original = _PATCHED
+    protocol_class.data_received = original
+    _PATCHED = None
+
+
+@guarded()
+def protocol_of(response: Any) -> Any:
+    """The anyio protocol under an HTTP/1.1 response's connection, once its bytes are stamped; else
+    None."""
+    if _PATCHED is None or getattr(response, "http_version", None) != "HTTP/1.1":
+        return None
+    extensions = getattr(response, "extensions", None)
+    stream = extensions.get("network_stream") if isinstance(extensions, dict) else None
+    stream = getattr(stream, "_stream", None)  # httpcore's AnyIOStream -> anyio's stream
+    stream = getattr(stream, "transport_stream", stream)  # TLS: the socket stream below it
+    protocol = getattr(stream, "_protocol", None)
+    if protocol is None or not isinstance(protocol, _PATCHED[0]):
+        return None
+    return protocol
+
+
+@guarded(0)
+def consumed_ns(protocol: Any) -> int:
+    """The arrival of the newest bytes a reader took from ``protocol``'s connection (0: not known)."""
+    arrivals = protocol.__dict__.get("_openai_latency_arrivals")
+    if arrivals is None:
+        return 0
+    _settle(arrivals, len(protocol.read_queue))
+    return int(arrivals.consumed)
