@@ -36,7 +36,8 @@ from .results.output import print_tables, render_csv, result_json
 from .results.stats import target_stats
 from .run.record import Recorder
 from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .run.sweep import Sweep, run_sweep
+from .run.shapes import run_levels, shape_for
+from .run.sweep import Sweep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -127,27 +128,18 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             first = schedule.levels[0]
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
-        if schedule.sweep is not None:
-            state.sweep = Sweep(schedule.sweep)
 
-            async def level(load: Load) -> None:
-                ramp = load.ramp(schedule.ramp_up)
-                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
-                recorder.between_levels()
-
-            in_flight = lambda: state.in_flight  # noqa: E731
-            stop = schedule.stop_over_saturated
-            await run_sweep(state.sweep, schedule, level, recorder.progress, in_flight, stop)
-            return
-        for number, load in enumerate(schedule.levels, 1):
-            state.enter_level(load.label, number, len(schedule.levels))
+        async def level(load: Load) -> None:
             if load.replay_speed is not None:
                 await runner.prepare_replay()
                 await runner.replay(load)
-                continue
-            ramp = load.ramp(schedule.ramp_up)
-            await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+            else:
+                ramp = load.ramp(schedule.ramp_up)
+                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
             recorder.between_levels()
+
+        shape, state.sweep = shape_for(schedule)  # the levels given, or a sweep's, picked as it goes
+        await run_levels(shape, level, recorder.progress, lambda: state.in_flight, state.enter_level)
 
     def lines() -> list[str]:
         return progress_lines(plan.targets, recorder.progress, state)
@@ -202,7 +194,7 @@ def _write_html(
     options = plan.options
     levels = result.levels
     notes = [
-        f"{level.load}: {line}" if len(levels) > 1 else line
+        f"{level.key.label}: {line}" if len(levels) > 1 else line
         for level in levels
         for v in level.verdicts
         for line in sentences(v)
@@ -247,7 +239,7 @@ def _finish(
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
     for s in stats:
-        key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
+        key = (s.group.key.get("target", ""), s.level)
         s.cache_expected = _pair(state.cache_expected.get(key))
         s.short_outputs = _pair(state.short_outputs.get(key))
         s.input_check = state.input_checks.get(key)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...stats.percentiles import Dist
 from ...stats.verdict import Verdict
-from ..plan import Plan
+from ..plan import LevelKey, Plan
 from ..run.runner import LAG_WARNING_S, RunState
 from .levels import level_client
 from .stats import TargetStats
@@ -27,7 +27,8 @@ from .verdicts import level_verdicts, sweep_verdicts
 class Level:
     """One load level: its targets' numbers, their verdicts, the client's cost there."""
 
-    load: str
+    #: The load level and turn (``level.label``: what the outputs print, ``"c=4 turn 2"``).
+    key: LevelKey
     stats: list[TargetStats]
     verdicts: list[Verdict]
     #: The client's own cost at this level (None: run in worker processes).
@@ -44,21 +45,18 @@ class BenchResult:
     #: What the bench client itself cost over the run, and whether it held the measured calls up.
     client: dict[str, Any]
 
-    def level(self, load: str) -> Level | None:
-        return next((level for level in self.levels if level.load == load), None)
-
 
 def build(plan: Plan, stats: Sequence[TargetStats], state: RunState) -> BenchResult:
     """The results of a run (see the module docstring); the verdicts' bootstraps run here, once."""
     order = {t.name: i for i, t in enumerate(plan.targets)}
-    ordered = sorted(stats, key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
+    ordered = sorted(stats, key=lambda s: (s.level.load, s.level.turn or 0, order.get(s.label, 0)))
     baseline = plan.options.baseline
-    by_load: dict[str, list[TargetStats]] = {}
+    by_level: dict[LevelKey, list[TargetStats]] = {}
     for s in ordered:
-        by_load.setdefault(s.group.key.get("load", ""), []).append(s)
+        by_level.setdefault(s.level, []).append(s)
     levels = [
-        Level(load, level, level_verdicts(level, baseline), level_client(load, level, state))
-        for load, level in by_load.items()
+        Level(key, level, level_verdicts(level, baseline), level_client(key, level, state))
+        for key, level in by_level.items()
     ]
     return BenchResult(ordered, levels, sweep_verdicts(ordered, baseline), client_cost(ordered, state))
 

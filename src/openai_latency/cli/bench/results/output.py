@@ -207,7 +207,7 @@ def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["target", "load", "metric", "statistic", "value", "unit"])
     for s in stats:
-        load = s.group.key.get("load", "")
+        load = s.level.label
         for metric, value in _flat(s, slo):
             name, _, statistic = metric.rpartition(".")
             unit = csv_unit(name, statistic)
@@ -325,7 +325,7 @@ def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) 
                 out.line(line)
     for level in result.levels:
         if len(result.levels) > 1:
-            out.line(f"\n== {level.load}", style="bold")
+            out.line(f"\n== {level.key.label}", style="bold")
             for line, style in level_client_lines(level.client):
                 out.line(line, style)
         out.line()
@@ -337,7 +337,7 @@ def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) 
 
     if state.sweep is not None:
         out.line()
-        clients = {level.load: level.client for level in result.levels}
+        clients = {level.key: level.client for level in result.levels}
         for line, style in sweep_lines(state.sweep, stats, clients, options.format == "markdown"):
             out.line(line, style)
 
@@ -375,9 +375,9 @@ def result_json(plan: Plan, result: BenchResult, state: RunState) -> dict[str, A
         },
         "interrupted": state.interrupted,
         "late_arrivals": state.late,
-        "client": {**result.client, "levels": {level.load: level.client for level in result.levels}},
+        "client": {**result.client, "levels": {level.key.label: level.client for level in result.levels}},
         "results": [target_json(s, slo) for s in result.stats],
-        "verdict": verdicts_json({level.load: level.verdicts for level in result.levels}, result.across),
+        "verdict": verdicts_json({level.key.label: level.verdicts for level in result.levels}, result.across),
         "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }
