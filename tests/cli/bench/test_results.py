@@ -95,3 +95,25 @@ def test_the_results_are_keyed_by_load_and_turn_in_turn_order() -> None:
     costs = list(data["client"]["levels"].values())
     assert costs[0] is not None and all(cost == costs[0] for cost in costs)
     assert [result["requests"] for result in data["results"]] == [1] * 11
+
+
+def test_no_code_but_the_level_key_splits_a_levels_label() -> None:
+    """A level's label is read back into a LevelKey once (plan.LevelKey.of); nothing else in the CLI
+    splits, partitions or slices a label at its turn."""
+    import ast
+
+    import openai_latency.cli as cli
+
+    root = Path(cli.__file__).parent
+    splitting = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in ("split", "rsplit", "partition", "rpartition", "removesuffix"):
+                continue
+            named = [arg for arg in node.args if isinstance(arg, ast.Name) and arg.id == "TURN"]
+            literal = [arg for arg in node.args if isinstance(arg, ast.Constant) and "turn" in str(arg.value)]
+            if named or literal:
+                splitting.append(str(path.relative_to(root)))
+    assert splitting == ["bench/plan.py"]  # LevelKey.of; results/levels.py split the label twice

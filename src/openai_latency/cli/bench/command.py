@@ -79,19 +79,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         _check_plotly()
     plan = Plan(options, targets, unreachable)
     schedule = options.schedule
-    state = RunState(
-        planned={
-            t.name: 0
-            if schedule.sweep
-            else (schedule.requests or 0) * len(schedule.levels) * options.workload.turns
-            for t in targets
-        },
-        chunk_gaps={},
-    )
     if schedule.workers > 1:
         from .run.workers import run_in_workers
 
         with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+            state = _new_record(plan)
             parts = run_in_workers(plan, state, folder, err)
             if options.out:
                 _concatenate(parts, options.out)
@@ -99,7 +91,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
         spill = os.path.join(folder, "spans.jsonl")
         with instrumented(spill) as recorder:
-            _run(plan, state, recorder, err)
+            state = _run(plan, recorder, err)
         if recorder.spilled:  # a long run: its spans are in the spill file, the last level's too
             try:
                 recorder.spill()
@@ -117,9 +109,18 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     return _finish(plan, (from_readable(span) for span in recorder.spans), state, out, err, errors)
 
 
-def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
-    """The warm-up and every load level in this process, with the live progress on ``err``."""
+def _new_record(plan: Plan) -> RunState:
+    """The run's record, empty: what it plans per target (the progress display's totals)."""
+    schedule, turns = plan.options.schedule, plan.options.workload.turns
+    planned = 0 if schedule.sweep else (schedule.requests or 0) * len(schedule.levels) * turns
+    return RunState(planned={t.name: planned for t in plan.targets}, chunk_gaps={})
+
+
+def _run(plan: Plan, recorder: Recorder, err: TextIO) -> RunState:
+    """The warm-up and every load level in this process, with the live progress on ``err``; the
+    run's record (its per-level numbers keyed by :class:`.plan.LevelKey`)."""
     options, schedule = plan.options, plan.options.schedule
+    state = _new_record(plan)
     clients = clients_for(plan.targets, options.timeout, options.max_retries, options.headers)
     runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
 
@@ -146,6 +147,7 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
 
     with Progress(lines, options.progress, err) as progress:
         state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+    return state
 
 
 def _pair(counts: list[int] | None) -> tuple[int, int] | None:
