@@ -10,7 +10,8 @@ and every request a tool reports is matched to the server's log entry for it:
 
 Printed per level and tool:
 - TTFT error: the tool's TTFT minus the server's (request received -> first token written), each
-  tool from its own origin;
+  tool from its own origin; and from one origin, the request sent (ours: ``ttft_sent``; guidellm's
+  clock starts at its request's write, so its two columns are the same);
 - first-token lag: when the tool saw the first token minus when the server wrote it (the same
   origin for both tools: the server's write, clocks mapped through one monotonic -> epoch offset);
 - TPOT (guidellm: inter-token latency, the same definition) against the server's pace, in %;
@@ -41,6 +42,7 @@ from pathlib import Path
 from openai_latency.cli.spans.collect import collect_calls
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats
+from openai_latency.cli.stats.metric_table import METRIC
 from openai_latency.fake_server import FakeServer
 from openai_latency.fake_server.records import RequestRecord
 from openai_latency.fake_server.server import SpawnedServer
@@ -55,6 +57,7 @@ class Sample:
     """One request as a tool saw it, and as the server logged it."""
 
     ttft_error: float  # s, the tool's TTFT minus the server's
+    sent_error: float | None  # s, the same from the request sent (guidellm's origin; ours: ttft_sent)
     first_token_lag: float  # s, the tool's first-token time minus the server's write
     tpot_error: float | None  # ratio - 1, against the server's pace
 
@@ -113,7 +116,9 @@ def run_ours(
         seen = call.start_ns + call.ttft * 1e9
         tpot = call.tpot / _pace(record) - 1 if call.tpot else None
         lag = (seen - (record.first_content_ns + offset_ns)) / 1e9
-        result.samples.append(Sample(call.ttft - _server_ttft(record), lag, tpot))
+        sent = METRIC["ttft_sent"].of(call)
+        sent_error = None if sent is None else sent - _server_ttft(record)
+        result.samples.append(Sample(call.ttft - _server_ttft(record), sent_error, lag, tpot))
     return result
 
 
@@ -155,7 +160,8 @@ def run_guidellm(
         itl = request.get("inter_token_latency_ms")
         tpot = itl / 1e3 / _pace(record) - 1 if itl else None
         lag = (timings["first_token_iteration"] * 1e9 - (record.first_content_ns + offset_ns)) / 1e9
-        result.samples.append(Sample(ttft - _server_ttft(record), lag, tpot))
+        error = ttft - _server_ttft(record)  # its clock starts at the request's write: both origins
+        result.samples.append(Sample(error, error, lag, tpot))
     return result
 
 
@@ -167,6 +173,7 @@ def _q(values: list[float], q: float) -> float:
 def _row(tool: str, load: str, results: list[Result]) -> str:
     samples = [s for r in results for s in r.samples]
     ttft = [s.ttft_error * 1e3 for s in samples]
+    sent = [s.sent_error * 1e3 for s in samples if s.sent_error is not None]
     lag = [s.first_token_lag * 1e3 for s in samples]
     tpot = [s.tpot_error * 100 for s in samples if s.tpot_error is not None]
     requests = sum(r.requests for r in results)
@@ -175,6 +182,7 @@ def _row(tool: str, load: str, results: list[Result]) -> str:
     cpu_ms = sum(r.cpu_s for r in results) / max(requests, 1) * 1e3
     cells = [
         f"{statistics.median(ttft):+.1f} / {_q(ttft, 0.95):+.1f}" if ttft else "-",
+        f"{statistics.median(sent):+.1f} / {_q(sent, 0.95):+.1f}" if sent else "-",
         f"{statistics.median(lag):+.1f} / {_q(lag, 0.95):+.1f}" if lag else "-",
         f"{statistics.median(tpot):+.2f} / {_q(tpot, 0.95):+.2f}" if tpot else "-",
         str(no_tpot), f"{rate:.1f}", f"{cpu_ms:.1f}",
@@ -241,9 +249,9 @@ def main() -> None:
                     )
     print(f"truth: {TRUTH}; {args.rounds} round(s); pinned: {pin}; load at the end {os.getloadavg()[0]:.2f}")
     print(f"start-up CPU taken off each run: {', '.join(f'{t} {c:.2f} s' for t, c in startup.items())}")
-    print("| level | tool | TTFT error p50 / p95 (ms) | first-token lag p50 / p95 (ms) "
+    print("| level | tool | TTFT error p50 / p95 (ms) | from request sent | first-token lag p50 / p95 (ms) "
           "| TPOT error p50 / p95 (%) | no TPOT | req/s | client CPU per request (ms) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for load in loads:
         for tool in tools:
             print(_row(tool, load, results[load, tool]))

@@ -10,10 +10,6 @@ starved of CPU, whose every ``next`` takes milliseconds, finds the same burst.
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import openai
@@ -22,6 +18,7 @@ import pytest
 from openai_latency.fake_server import RequestRecord
 from tests.core.test_fast_pace import MESSAGES, _pace_ns
 from tests.support.span_checks import Captured, attrs
+from tests.support.starved import cpu_burner
 
 
 def _stream(client: openai.OpenAI, script: dict[str, str]) -> None:
@@ -57,29 +54,6 @@ def test_a_held_back_first_write_never_understates_tpot(captured: Captured, timi
     assert tpot is not None and tpot * 1e9 == pytest.approx(pace_ns, rel=0.05), (tpot, pace_ns)
 
 
-@contextmanager
-def _cpu_burner() -> Iterator[None]:
-    """A thread of this process that computes without pause, the GIL changing hands every 1 ms: a
-    ``next`` that only parses a buffered chunk (~50 µs) then often takes over a millisecond, and the
-    40 chunks of the first read (a few ms of parsing) are interrupted at least once."""
-    stop = threading.Event()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-
-    def burn() -> None:
-        while not stop.is_set():
-            sum(range(1000))
-
-    thread = threading.Thread(target=burn, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        sys.setswitchinterval(interval)
-
-
 def test_the_first_read_is_counted_not_timed_when_the_caller_is_starved(
     captured: Captured, timing_server: Any
 ) -> None:
@@ -87,7 +61,7 @@ def test_the_first_read_is_counted_not_timed_when_the_caller_is_starved(
     the 39 tokens of the first read are still left out of the window (a rule that took a fast
     ``next`` for "same read" counted only the few parsed before the first switch, and TPOT read
     about half the pace), and the window's ends are late by at most a switch interval each."""
-    with _cpu_burner():
+    with cpu_burner(0.001):  # a next() that only parses (~50 µs) often takes over a millisecond
         tpot, pace_ns = _tpot(
             captured,
             timing_server,

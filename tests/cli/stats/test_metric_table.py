@@ -67,7 +67,7 @@ def test_bench_help_says_every_metric_and_which_calls_count() -> None:
 
 
 def test_slo_takes_exactly_the_bounded_metrics() -> None:
-    assert SLO_METRICS == ("ttft", "ttft_answer", "reasoning", "ttfc", "tpot", "e2e")
+    assert SLO_METRICS == ("ttft", "ttft_sent", "ttft_answer", "reasoning", "ttfc", "tpot", "e2e")
     slo = parse_slo(",".join(f"{name}=100ms" for name in SLO_METRICS))
     assert slo.bounds == dict.fromkeys(SLO_METRICS, 0.1)
     with pytest.raises(argparse.ArgumentTypeError, match="tokens_per_s"):
@@ -134,6 +134,7 @@ def test_bench_and_report_agree_with_a_broken_stream_a_retry_and_a_reasoning_cal
     pairs = {
         "e2e": "duration",
         "ttft": "time_to_first_token",
+        "ttft_sent": "time_to_first_token_from_request_sent",
         "ttft_answer": "time_to_first_answer_token",
         "reasoning": "reasoning_duration",
         "tpot": "time_per_output_token",
@@ -146,3 +147,12 @@ def test_bench_and_report_agree_with_a_broken_stream_a_retry_and_a_reasoning_cal
     assert entry["e2e"]["n"] == 21
     assert entry["ttft"]["n"] == sum(1 for c in calls if c.error_type is None and c.ttft is not None)
     assert entry["ttft"]["n"] <= 17 and entry["reasoning"]["n"] <= 6
+    # TTFT from request sent: the calls that were not retried, and never below the server's 15 ms
+    # from the request's arrival to its first token (the request arrived after it was sent)
+    sent = [c for c in calls if c.error_type is None and c.ttft is not None and not c.retry_reasons]
+    assert entry["ttft_sent"]["n"] == len(sent) > 0
+    for call in sent:
+        value = METRIC["ttft_sent"].of(call)
+        before = call.phases["request_build"] + call.phases["network_wait"] - call.http["server_wait"]
+        assert value is not None and value == pytest.approx(call.ttft - before, abs=1e-12)  # type: ignore[operator]
+        assert 0.015 <= value < call.ttft  # type: ignore[operator]

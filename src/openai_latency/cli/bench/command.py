@@ -37,7 +37,6 @@ from .results.stats import target_stats
 from .run.record import Recorder
 from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
 from .run.shapes import run_levels, shape_for
-from .run.sweep import Sweep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -185,9 +184,7 @@ def _check_plotly() -> None:
         raise UsageError(str(exc)) from None
 
 
-def _write_html(
-    plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, sweep: Sweep | None = None
-) -> None:
+def _write_html(plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, state: RunState) -> None:
     from ...version import __version__
     from ..render.charts import Knee
     from ..render.html import write_page
@@ -195,12 +192,21 @@ def _write_html(
 
     options = plan.options
     levels = result.levels
-    notes = [
-        f"{level.key.label}: {line}" if len(levels) > 1 else line
-        for level in levels
-        for v in level.verdicts
-        for line in sentences(v)
-    ]
+    sweep = state.sweep
+    slipped = [f"warning: {a.sentence(label)}" for label, a in state.arrivals.items() if a.slipped]
+    notes = (
+        slipped
+        + [
+            (f"{load}: " if load and len(levels) > 1 else "") + f"warning: {text}"
+            for load, text in result.warnings()
+        ]
+        + [
+            f"{level.key.label}: {line}" if len(levels) > 1 else line
+            for level in levels
+            for v in level.verdicts
+            for line in sentences(v)
+        ]
+    )
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
     knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
@@ -258,7 +264,7 @@ def _finish(
         print_tables(output, plan, result, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, result, err, state.sweep)
+        _write_html(plan, calls, result, err, state)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

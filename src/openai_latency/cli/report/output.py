@@ -208,6 +208,7 @@ def _json_group(group: GroupStats) -> dict[str, Any]:
         "phases": phases_dict(group.phases),
         "http_phases": phases_dict(group.http),
         "time_to_first_token": dist_dict(group.ttft),
+        "time_to_first_token_from_request_sent": dist_dict(group.ttft_sent),
         "time_to_first_answer_token": dist_dict(group.ttft_answer),
         "reasoning_duration": dist_dict(group.reasoning),
         "time_per_output_token": dist_dict(group.tpot),

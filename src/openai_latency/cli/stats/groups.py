@@ -108,6 +108,10 @@ class GroupStats:
         return self.metrics["ttft"]
 
     @property
+    def ttft_sent(self) -> Dist | None:
+        return self.metrics["ttft_sent"]
+
+    @property
     def ttft_answer(self) -> Dist | None:
         return self.metrics["ttft_answer"]
 

@@ -62,6 +62,17 @@ class Metric:
         return Dist.of(self.values(calls))
 
 
+def _ttft_sent(call: Call) -> float | None:
+    """TTFT less the time before the request's last byte was written: ``http.server_wait`` starts
+    there, and ``network_wait`` minus it is the pool wait, DNS, connect, TLS and send. A call that
+    was retried has several sends: None."""
+    server_wait = call.http.get("server_wait")
+    if call.ttft is None or server_wait is None or call.retry_reasons or "retry_backoff" in call.phases:
+        return None
+    before = call.phases.get("request_build", 0.0) + call.phases.get("network_wait", 0.0) - server_wait
+    return call.ttft - before
+
+
 def _tokens_per_s(call: Call) -> float | None:
     return call.output_tokens / call.duration if call.output_tokens and call.duration > 0 else None
 
@@ -76,6 +87,19 @@ METRICS: tuple[Metric, ...] = (
         "`openai_latency.time_to_first_token`",
         "s",
         lambda call: call.ttft,
+        "succeeded",
+    ),
+    Metric(
+        "ttft_sent",
+        "time to first token from request sent",
+        "request sent (its last byte written) -> first generated token: ttft without the client's"
+        " own request build, pool wait, connect, TLS and send (calls without a retry)",
+        "request sent (the request's last byte written) -> first generated token of any channel:"
+        " `ttft` less the client's request build, pool wait, DNS, connect, TLS and send, so it is"
+        " comparable with tools whose clock starts at the send (guidellm's); calls without a retry",
+        "`ttft` - `request_build` - (`network_wait` - `http.server_wait`)",
+        "s",
+        _ttft_sent,
         "succeeded",
     ),
     Metric(

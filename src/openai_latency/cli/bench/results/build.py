@@ -16,9 +16,9 @@ from typing import Any
 
 from ...stats.percentiles import Dist
 from ...stats.verdict import Verdict
-from ..plan import LevelKey, Plan
-from ..run.runner import LAG_WARNING_S, RunState
-from .levels import level_client
+from ..plan import LevelKey, Load, Plan
+from ..run.runner import RunState
+from .levels import client_verdict, level_client
 from .stats import TargetStats
 from .verdicts import level_verdicts, sweep_verdicts
 
@@ -45,6 +45,13 @@ class BenchResult:
     #: What the bench client itself cost over the run, and whether it held the measured calls up.
     client: dict[str, Any]
 
+    def warnings(self) -> list[tuple[str, str]]:
+        """(load level, words) of each level where the client was the bottleneck; the run's own
+        warning when no level has one (``--workers``: the levels ran in other processes)."""
+        found = [(level.key.label, level.client["warning"]) for level in self.levels if level.client]
+        found = [(load, text) for load, text in found if text]
+        return found or ([("", self.client["warning"])] if self.client["warning"] else [])
+
 
 def build(plan: Plan, stats: Sequence[TargetStats], state: RunState) -> BenchResult:
     """The results of a run (see the module docstring); the verdicts' bootstraps run here, once."""
@@ -54,20 +61,33 @@ def build(plan: Plan, stats: Sequence[TargetStats], state: RunState) -> BenchRes
     by_level: dict[LevelKey, list[TargetStats]] = {}
     for s in ordered:
         by_level.setdefault(s.level, []).append(s)
+    ran = state.sweep.levels if state.sweep else plan.options.schedule.levels
+    shapes = {load.label: load for load in ran}
     levels = [
-        Level(key, level, level_verdicts(level, baseline), level_client(key, level, state))
+        Level(
+            key,
+            level,
+            level_verdicts(level, baseline),
+            level_client(key, level, state, shapes.get(key.load)),
+        )
         for key, level in by_level.items()
     ]
-    return BenchResult(ordered, levels, sweep_verdicts(ordered, baseline), client_cost(ordered, state))
+    only = next(iter(shapes.values())) if len(shapes) == 1 else None
+    client = client_cost(ordered, state, only, [level.client for level in levels])
+    return BenchResult(ordered, levels, sweep_verdicts(ordered, baseline), client)
 
 
-def client_cost(stats: Sequence[TargetStats], state: RunState) -> dict[str, Any]:
-    """What the bench client itself cost, and whether it held the measured calls up."""
+def client_cost(
+    stats: Sequence[TargetStats],
+    state: RunState,
+    shape: Load | None,
+    levels: Sequence[dict[str, Any] | None] = (),
+) -> dict[str, Any]:
+    """What the bench client itself cost over the run, and whether it held the measured calls up
+    (:func:`.levels.client_verdict`; over several levels, the ``--workers`` the most demanding
+    level calls for)."""
     requests = sum(s.requests + s.cancelled for s in stats)
     lag = Dist.of(state.loop_lag)
-    return {
-        "cpu_s": state.cpu_s,
-        "cpu_per_request_s": state.cpu_s / requests if requests else None,
-        "loop_lag": lag.as_dict() if lag else None,
-        "bottleneck": bool(lag and lag.p95 > LAG_WARNING_S),
-    }
+    workers = max((level["workers_suggested"] or 0 for level in levels if level), default=0)
+    client = client_verdict(state.cpu_s, requests, lag, stats, shape, workers or None)
+    return {**client, "loop_lag": lag.as_dict() if lag else None}

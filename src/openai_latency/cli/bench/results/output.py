@@ -19,7 +19,7 @@ from ...stats.percentiles import Dist, dist_dict, json_number
 from ...stats.server_split import server_json
 from ...stats.verdict import Verdict
 from ..plan import Plan, Slo
-from ..run.runner import LAG_WARNING_S, RunState
+from ..run.runner import RunState
 from .build import BenchResult
 from .cache import as_dict as cache_dict
 from .cache import expectation_note
@@ -44,6 +44,7 @@ def summary_rows(stats: Sequence[TargetStats], slo: Slo) -> Rows:
     if any(s.cancelled for s in stats):
         add("cancelled (not counted)", [str(s.cancelled) for s in stats])
     add("ttft (first token, any channel)", [triple(s.ttft) for s in stats])
+    add("ttft from request sent", [triple(s.ttft_sent) for s in stats])
     if any(s.reasoning for s in stats):  # the same as ttft without reasoning: shown when it differs
         add("ttft_answer (first answer token)", [triple(s.ttft_answer) for s in stats])
         add("reasoning (thinking time)", [triple(s.reasoning) for s in stats])
@@ -239,6 +240,7 @@ def target_json(s: TargetStats, slo: Slo) -> dict[str, Any]:
         "error_rate": s.error_rate,
         "cancelled": s.cancelled,
         "ttft": dist_dict(s.ttft),
+        "ttft_sent": dist_dict(s.ttft_sent),
         "ttft_answer": dist_dict(s.ttft_answer),
         "reasoning": dist_dict(s.reasoning),
         "ttfc": dist_dict(s.ttfc),
@@ -276,13 +278,8 @@ def _client_lines(client: dict[str, Any], state: RunState) -> list[Styled]:
     if lag:
         text += f", event-loop lag p50 {format_duration(lag['p50'])}, p95 {format_duration(lag['p95'])}"
     lines: list[tuple[str, str | None]] = [(text, None)]
-    if client["bottleneck"]:
-        lines.append((
-            "warning: the bench client was busy itself (event-loop lag p95 above"
-            f" {LAG_WARNING_S * 1000:.0f} ms): its TTFT and chunk gaps include that delay."
-            " Lower -c, or give the client a core of its own.",
-            "yellow",
-        ))  # fmt: skip
+    if client["warning"]:
+        lines.append(("warning: " + client["warning"], "yellow"))
     return lines
 
 
@@ -306,8 +303,9 @@ def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) 
         + (f", {schedule.workers} client processes" if schedule.workers > 1 else ""),
         style="bold",
     )
-    if state.late:
-        out.line(f"{state.late} arrivals found every slot busy and started late (raise -c)", style="yellow")
+    for label, arrivals in state.arrivals.items():
+        if arrivals.slipped:  # the first thing said: every number below measures a lighter load
+            out.line("warning: " + arrivals.sentence(label), style="yellow")
     if not stats:
         out.line("no request finished")
         return
@@ -374,7 +372,11 @@ def result_json(plan: Plan, result: BenchResult, state: RunState) -> dict[str, A
             "workers": schedule.workers,
         },
         "interrupted": state.interrupted,
-        "late_arrivals": state.late,
+        "late_arrivals": sum(arrivals.late for arrivals in state.arrivals.values()),
+        "arrivals": {
+            label: {**arrivals.as_dict(), "warning": arrivals.sentence(label) if arrivals.slipped else None}
+            for label, arrivals in state.arrivals.items()
+        },
         "client": {**result.client, "levels": {level.key.label: level.client for level in result.levels}},
         "results": [target_json(s, slo) for s in result.stats],
         "verdict": verdicts_json({level.key.label: level.verdicts for level in result.levels}, result.across),

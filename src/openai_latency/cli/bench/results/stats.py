@@ -69,6 +69,10 @@ class TargetStats:
         return self.group.ttft
 
     @property
+    def ttft_sent(self) -> Dist | None:
+        return self.group.ttft_sent
+
+    @property
     def ttft_answer(self) -> Dist | None:
         return self.group.ttft_answer
 

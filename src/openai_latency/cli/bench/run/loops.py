@@ -9,6 +9,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 
+from .arrivals import Arrivals
+
 Send = Callable[[int], Awaitable[None]]
 
 
@@ -47,12 +49,12 @@ async def open_loop(
     deadline: float | None,
     offset: float = 0.0,
     origin: float | None = None,
-) -> int:
+) -> Arrivals:
     """Arrivals at ``rate`` per second, the first ``offset`` s after ``origin`` (``time.monotonic()``;
-    default now); returns how many found all ``cap`` slots busy (late)."""
+    default now), at most ``cap`` in flight; returns when each started against when it was due."""
     slots = asyncio.Semaphore(cap)
     tasks: set[asyncio.Task[None]] = set()
-    late = 0
+    arrivals = Arrivals()
     start = time.monotonic() if origin is None else origin
     due = offset
     try:
@@ -64,9 +66,9 @@ async def open_loop(
                 break
             if wait > 0:
                 await asyncio.sleep(wait)
-            if slots.locked():
-                late += 1
+            capped = slots.locked()
             await slots.acquire()
+            arrivals.start(start + due, capped)
             task = asyncio.ensure_future(send(index))
             tasks.add(task)
             task.add_done_callback(_finisher(tasks, slots))
@@ -74,7 +76,7 @@ async def open_loop(
             await asyncio.gather(*tasks)
     finally:
         await cancel_all(tasks)
-    return late
+    return arrivals
 
 
 def _finisher(

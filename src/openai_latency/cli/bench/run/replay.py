@@ -22,6 +22,7 @@ from ...spans import names
 from ...spans.files import read_spans
 from ...spans.span import InputError, ReadStats
 from ..workload import Conversation
+from .arrivals import Arrivals
 from .loops import cancel_all
 
 #: The operations a replay sends (others, such as embeddings, are left out and counted).
@@ -101,15 +102,15 @@ async def replay_loop(
     part: int = 0,
     parts: int = 1,
     origin: float | None = None,
-) -> int:
+) -> Arrivals:
     """Every recorded arrival (``send(target, item)``), ``offset / speed`` seconds after ``origin``
     (``time.monotonic()``; default now), to each target (one task per request, nothing capped: the
     recorded load, whatever the server does with it). In a ``--workers`` run this process is worker
     ``part`` of ``parts``: it sends the arrivals ``part``, ``part + parts``, ... (the workers take
-    turns, from the origin they share). Returns the arrivals the client sent more than 10 ms late."""
+    turns, from the origin they share). Returns when each arrival started against when it was due."""
     tasks: set[asyncio.Task[None]] = set()
     start = time.monotonic() if origin is None else origin
-    late = 0
+    arrivals = Arrivals()
     try:
         for item in range(part, len(offsets), parts):
             offset = offsets[item]
@@ -117,8 +118,7 @@ async def replay_loop(
             wait = due - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            elif wait < -0.010:
-                late += 1
+            arrivals.start(due)
             for index in range(targets):
                 task = asyncio.ensure_future(send(index, item))
                 tasks.add(task)
@@ -127,4 +127,4 @@ async def replay_loop(
             await asyncio.gather(*tasks)
     finally:
         await cancel_all(tasks)
-    return late
+    return arrivals

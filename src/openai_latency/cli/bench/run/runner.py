@@ -7,8 +7,9 @@ notes the arrival time of each content chunk, for the inter-chunk gap distributi
 - Closed loop: ``concurrency`` workers take the next request from one shared schedule, so exactly
   that many requests are in flight.
 - Open loop: arrivals at ``rate`` per target (constant spacing, or exponential gaps with
-  ``poisson``), at most ``concurrency`` in flight (an arrival that finds no free slot waits: counted
-  as ``late``).
+  ``poisson``), at most ``concurrency`` in flight (an arrival that finds no free slot waits). Each
+  arrival's start against its due time is kept (:mod:`.arrivals`): a late one, whether the cap or a
+  busy loop held it up, means the load was lighter than asked.
 - Targets are interleaved request by request (round-robin on the shared schedule) unless
   ``sequential``: then each target runs the whole load on its own, one after another.
 """
@@ -28,6 +29,7 @@ from ...stats.sketch import Sketch
 from ..plan import WARMUP, LevelKey, Load, Target, Workload
 from ..workload import Conversation, Message, RequestSource, next_turn
 from .api import send
+from .arrivals import Arrivals
 from .calibrate import Calibration, InputCheck, calibrate, prober, replayed
 from .loops import closed_loop, groups, open_loop, schedule, share
 from .record import TAG, Recorder, Tag, TargetProgress, freeze_survivors, frozen_heap, tags
@@ -44,7 +46,9 @@ class RunState:
     #: memory however long the run (exact up to 4,096 gaps, then within 0.5 %: :mod:`..stats.sketch`).
     #: Every per-level record is keyed by the typed (load, turn) :class:`..plan.LevelKey`.
     chunk_gaps: dict[tuple[str, LevelKey], Sketch]
-    late: int = 0
+    #: Per load level (its label, :attr:`LevelKey.load`) of an arrival schedule (open loop,
+    #: ``--replay``): when the arrivals started against when they were due.
+    arrivals: dict[str, Arrivals] = field(default_factory=dict)
     interrupted: bool = False
     #: How late the event loop woke a 50 ms sleep, sampled all through the run (seconds). A client
     #: whose loop is late delays every chunk it reads: its TTFT is partly its own.
@@ -309,7 +313,8 @@ class Runner:
 
         offsets, speed = self.workload.replay_offsets, load.replay_speed
         with self.level(load.label):
-            self.state.late += await replay_loop(offsets, len(self.targets), speed, send, part, parts, origin)
+            arrivals = await replay_loop(offsets, len(self.targets), speed, send, part, parts, origin)
+            self.state.arrivals.setdefault(load.label, Arrivals()).merge(arrivals)
 
     async def prepare_replay(self) -> None:
         """Before the first arrival: the calibrated prompts and one warm-up call of each kind."""
@@ -389,6 +394,7 @@ class Runner:
             rng = random.Random(self.seed + part)
             offset = 0.0 if load.poisson else part / rate  # constant spacing: the workers take turns
             cap = share(load.concurrency, parts, part)
-            self.state.late += await open_loop(
+            arrivals = await open_loop(
                 order, rate / parts, load.poisson, rng, cap, send, deadline, offset, origin
             )
+            self.state.arrivals.setdefault(load.label, Arrivals()).merge(arrivals)

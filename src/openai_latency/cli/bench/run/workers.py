@@ -41,6 +41,7 @@ from ...render.terminal import Progress
 from ...spans.write import write_otlp_json
 from ...stats.sketch import Sketch
 from ..plan import LevelKey, Load, Plan, Target, Workload
+from .arrivals import Arrivals
 from .calibrate import InputCheck
 from .loops import groups, share
 from .record import TargetProgress
@@ -257,7 +258,7 @@ def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
                 "chunk_gaps": state.chunk_gaps,
                 "loop_lag": state.loop_lag,
                 "cpu_s": state.cpu_s,
-                "late": state.late,
+                "arrivals": state.arrivals,
                 "cache_expected": list(state.cache_expected.items()),
                 "short_outputs": list(state.short_outputs.items()),
                 "input_checks": state.input_checks,
@@ -294,7 +295,8 @@ def _add(state: RunState, result: dict[str, Any]) -> None:
         state.chunk_gaps.setdefault(key, Sketch()).merge(gaps)
     state.loop_lag.extend(result.get("loop_lag", []))
     state.cpu_s += result.get("cpu_s", 0.0)
-    state.late += result.get("late", 0)
+    for label, arrivals in result.get("arrivals", {}).items():
+        state.arrivals.setdefault(label, Arrivals()).merge(arrivals)
     for key, check in result.get("input_checks", {}).items():
         state.input_checks.setdefault(key, InputCheck(check.calibration)).merge(check)
     for name in ("cache_expected", "short_outputs"):
