@@ -47,14 +47,14 @@ lint: $(STAMP)
 stack-tools: $(STAMP)
 	bash scripts/install-stack-tools.sh
 
-# Headless Chromium for tests/cli/test_html.py (the --html pages), from Debian's package.
+# Headless Chromium for tests/cli/render/test_html.py (the --html pages), from Debian's package.
 browser:
 	bash scripts/install-browser.sh
 
 # One run of the suite in .venv (openai 3.x): the quick loop while developing. No apt: tests/stack
 # skips its docker-compose and promtool checks when they are missing (`make stack-tools` installs
-# them; CI and `make matrix` do), tests/cli/test_html.py its browser check without chromium (`make
-# browser`; under CI=true a missing chromium fails it). ARGS goes to pytest: make unit ARGS=tests/cli/test_bench.py
+# them; CI and `make matrix` do), tests/cli/render/test_html.py its browser check without chromium (`make
+# browser`; under CI=true a missing chromium fails it). ARGS goes to pytest: make unit ARGS=tests/cli/bench/test_bench.py
 unit: $(STAMP)
 	bash scripts/pytest.sh $(PY) $(ARGS)
 

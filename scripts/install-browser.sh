@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what tests/cli/test_html.py needs (idempotent; `make test` runs it before pytest):
+# Installs what tests/cli/render/test_html.py needs (idempotent; `make test` runs it before pytest):
 #   - chromium (Debian package): the headless browser that loads the --html pages, checks that every
 #     chart drew its data without a script error, and takes a screenshot.
 # Usage: scripts/install-browser.sh            (as root, or with sudo available)

@@ -185,4 +185,4 @@ def _run_cli(argv: list[str]) -> str:
 
 
 # The demo's key (its client's, or the user's OPENAI_API_KEY) never shows in its output nor in the
-# spans it writes: checked on the demo run of tests/cli/test_terminal.py (a demo takes ~13 s).
+# spans it writes: checked on the demo run of tests/cli/render/test_terminal.py (a demo takes ~13 s).

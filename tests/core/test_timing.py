@@ -150,6 +150,14 @@ async def test_async_stream_phases_match_the_server_log(captured: Captured, timi
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_non_stream_network_wait_and_response_read(captured: Captured, timing_server: Any, mode: str) -> None:
+    """What a run's spans say is checked once (a miss fails at once); the phases against the server's
+    log (±3 ms) get another run when the machine is loaded (tests/support/retry.py)."""
+    retry_timing(
+        lambda: _non_stream_call(captured, timing_server, mode), lambda run: _non_stream_timing(captured, run)
+    )
+
+
+def _non_stream_call(captured: Captured, timing_server: Any, mode: str) -> tuple[Any, RequestRecord]:
     script = {"x-fake-delay-ms": "200", "x-fake-body-delay-ms": "100"}
     kwargs: dict[str, Any] = {"model": "gpt-4o-mini", "messages": MESSAGES, "extra_headers": script}
     if mode == "sync":
@@ -175,16 +183,26 @@ def test_non_stream_network_wait_and_response_read(captured: Captured, timing_se
     body_ns = record.event_ns("body")[0]
     assert record.headers_sent_ns - record.received_ns >= 200 * MS
     assert body_ns - record.headers_sent_ns >= 100 * MS
-    _check_network_wait(captured, phases["openai.network_wait"], record)
-    assert_close_ns(
-        duration_ns(phases["openai.response_read"]), body_ns - record.headers_sent_ns, "response_read"
-    )
     assert_tiles(op, captured.phases(op))
     a = attrs(op)
     assert a["gen_ai.usage.output_tokens"] == completion.usage.completion_tokens
     assert a["gen_ai.response.id"] == completion.id
     assert a["openai_latency.phase.network_wait"] == pytest.approx(
         duration_ns(phases["openai.network_wait"]) / 1e9
+    )
+    return op, record
+
+
+def _non_stream_timing(captured: Captured, run: tuple[Any, RequestRecord]) -> None:
+    """The server's wait and the body's read against the server's log."""
+    op, record = run
+    phases = {p.name: p for p in captured.phases(op)}
+    assert record.headers_sent_ns is not None
+    _check_network_wait(captured, phases["openai.network_wait"], record)
+    assert_close_ns(
+        duration_ns(phases["openai.response_read"]),
+        record.event_ns("body")[0] - record.headers_sent_ns,
+        "response_read",
     )
 
 

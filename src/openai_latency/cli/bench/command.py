@@ -36,7 +36,7 @@ from .results.output import print_tables, render_csv, result_json
 from .results.stats import target_stats
 from .run.record import Recorder
 from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .run.sweep import Sweep, run_sweep
+from .run.shapes import run_levels, shape_for
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -78,19 +78,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         _check_plotly()
     plan = Plan(options, targets, unreachable)
     schedule = options.schedule
-    state = RunState(
-        planned={
-            t.name: 0
-            if schedule.sweep
-            else (schedule.requests or 0) * len(schedule.levels) * options.workload.turns
-            for t in targets
-        },
-        chunk_gaps={},
-    )
     if schedule.workers > 1:
         from .run.workers import run_in_workers
 
         with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
+            state = _new_record(plan)
             parts = run_in_workers(plan, state, folder, err)
             if options.out:
                 _concatenate(parts, options.out)
@@ -98,7 +90,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
         spill = os.path.join(folder, "spans.jsonl")
         with instrumented(spill) as recorder:
-            _run(plan, state, recorder, err)
+            state = _run(plan, recorder, err)
         if recorder.spilled:  # a long run: its spans are in the spill file, the last level's too
             try:
                 recorder.spill()
@@ -116,9 +108,18 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     return _finish(plan, (from_readable(span) for span in recorder.spans), state, out, err, errors)
 
 
-def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
-    """The warm-up and every load level in this process, with the live progress on ``err``."""
+def _new_record(plan: Plan) -> RunState:
+    """The run's record, empty: what it plans per target (the progress display's totals)."""
+    schedule, turns = plan.options.schedule, plan.options.workload.turns
+    planned = 0 if schedule.sweep else (schedule.requests or 0) * len(schedule.levels) * turns
+    return RunState(planned={t.name: planned for t in plan.targets}, chunk_gaps={})
+
+
+def _run(plan: Plan, recorder: Recorder, err: TextIO) -> RunState:
+    """The warm-up and every load level in this process, with the live progress on ``err``; the
+    run's record (its per-level numbers keyed by :class:`.plan.LevelKey`)."""
     options, schedule = plan.options, plan.options.schedule
+    state = _new_record(plan)
     clients = clients_for(plan.targets, options.timeout, options.max_retries, options.headers)
     runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
 
@@ -127,33 +128,25 @@ def _run(plan: Plan, state: RunState, recorder: Recorder, err: TextIO) -> None:
             first = schedule.levels[0]
             concurrency = first.concurrency if first.rate is None else 1
             await runner.warmup(schedule.warmup, concurrency, first.ramp(schedule.ramp_up))
-        if schedule.sweep is not None:
-            state.sweep = Sweep(schedule.sweep)
 
-            async def level(load: Load) -> None:
-                ramp = load.ramp(schedule.ramp_up)
-                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
-                recorder.between_levels()
-
-            in_flight = lambda: state.in_flight  # noqa: E731
-            stop = schedule.stop_over_saturated
-            await run_sweep(state.sweep, schedule, level, recorder.progress, in_flight, stop)
-            return
-        for number, load in enumerate(schedule.levels, 1):
-            state.enter_level(load.label, number, len(schedule.levels))
+        async def level(load: Load) -> None:
             if load.replay_speed is not None:
                 await runner.prepare_replay()
                 await runner.replay(load)
-                continue
-            ramp = load.ramp(schedule.ramp_up)
-            await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
+            else:
+                ramp = load.ramp(schedule.ramp_up)
+                await runner.run(load, schedule.requests, schedule.duration, schedule.sequential, ramp)
             recorder.between_levels()
+
+        shape, state.sweep = shape_for(schedule)  # the levels given, or a sweep's, picked as it goes
+        await run_levels(shape, level, recorder.progress, lambda: state.in_flight, state.enter_level)
 
     def lines() -> list[str]:
         return progress_lines(plan.targets, recorder.progress, state)
 
     with Progress(lines, options.progress, err) as progress:
         state.interrupted = asyncio.run(supervise(runner, work, progress.update))
+    return state
 
 
 def _pair(counts: list[int] | None) -> tuple[int, int] | None:
@@ -208,7 +201,7 @@ def _write_html(plan: Plan, calls: list[Call], result: BenchResult, err: TextIO,
             for load, text in result.warnings()
         ]
         + [
-            f"{level.load}: {line}" if len(levels) > 1 else line
+            f"{level.key.label}: {line}" if len(levels) > 1 else line
             for level in levels
             for v in level.verdicts
             for line in sentences(v)
@@ -254,7 +247,7 @@ def _finish(
         calls, ("target", "load"), options.slo, options.slow_threshold, options.timeout, state.chunk_gaps
     )
     for s in stats:
-        key = (s.group.key.get("target", ""), s.group.key.get("load", ""))
+        key = (s.group.key.get("target", ""), s.level)
         s.cache_expected = _pair(state.cache_expected.get(key))
         s.short_outputs = _pair(state.short_outputs.get(key))
         s.input_check = state.input_checks.get(key)

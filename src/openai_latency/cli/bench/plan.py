@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from .lengths import Lengths
 from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
@@ -120,6 +120,30 @@ class Load:
             return f"c={self.concurrency}"
         kind = "poisson" if self.poisson else "rate"
         return f"{kind}={self.rate:g}/s c<={self.concurrency}"
+
+
+class LevelKey(NamedTuple):
+    """What bench's results are keyed by: a load level (:attr:`Load.label`) and, in a ``--turns K``
+    run, the conversation's turn (1-based; None: one turn). The spans keep its :attr:`label`
+    (``"c=4 turn 2"``, the ``load`` attribute ``report --by load`` groups by); :meth:`of` reads it
+    back, once, where the spans become numbers."""
+
+    load: str
+    turn: int | None = None
+
+    @property
+    def label(self) -> str:
+        return self.load if self.turn is None else f"{self.load}{TURN}{self.turn}"
+
+    @classmethod
+    def of(cls, label: str) -> LevelKey:
+        load, sep, turn = label.rpartition(TURN)
+        return cls(load, int(turn)) if sep and turn.isdigit() else cls(label)
+
+
+TURN = " turn "
+#: The key of the warm-up's requests (their spans are dropped).
+WARMUP = LevelKey("warmup")
 
 
 @dataclass(frozen=True)

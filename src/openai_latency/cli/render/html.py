@@ -13,7 +13,7 @@ and no network, and nothing of it is kept in this repository. The charts, per gr
 
 The page records script errors and how many marks each chart drew (``data-marks``; ``data-shapes``:
 the lines drawn over the plot, such as the knee's), so a headless browser can check it
-(tests/cli/test_html.py).
+(tests/cli/render/test_html.py).
 """
 
 from __future__ import annotations

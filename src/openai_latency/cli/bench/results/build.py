@@ -16,7 +16,7 @@ from typing import Any
 
 from ...stats.percentiles import Dist
 from ...stats.verdict import Verdict
-from ..plan import Load, Plan
+from ..plan import LevelKey, Load, Plan
 from ..run.runner import RunState
 from .levels import client_verdict, level_client
 from .stats import TargetStats
@@ -27,7 +27,8 @@ from .verdicts import level_verdicts, sweep_verdicts
 class Level:
     """One load level: its targets' numbers, their verdicts, the client's cost there."""
 
-    load: str
+    #: The load level and turn (``level.label``: what the outputs print, ``"c=4 turn 2"``).
+    key: LevelKey
     stats: list[TargetStats]
     verdicts: list[Verdict]
     #: The client's own cost at this level (None: run in worker processes).
@@ -44,13 +45,10 @@ class BenchResult:
     #: What the bench client itself cost over the run, and whether it held the measured calls up.
     client: dict[str, Any]
 
-    def level(self, load: str) -> Level | None:
-        return next((level for level in self.levels if level.load == load), None)
-
     def warnings(self) -> list[tuple[str, str]]:
         """(load level, words) of each level where the client was the bottleneck; the run's own
         warning when no level has one (``--workers``: the levels ran in other processes)."""
-        found = [(level.load, level.client["warning"]) for level in self.levels if level.client]
+        found = [(level.key.label, level.client["warning"]) for level in self.levels if level.client]
         found = [(load, text) for load, text in found if text]
         return found or ([("", self.client["warning"])] if self.client["warning"] else [])
 
@@ -58,21 +56,21 @@ class BenchResult:
 def build(plan: Plan, stats: Sequence[TargetStats], state: RunState) -> BenchResult:
     """The results of a run (see the module docstring); the verdicts' bootstraps run here, once."""
     order = {t.name: i for i, t in enumerate(plan.targets)}
-    ordered = sorted(stats, key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
+    ordered = sorted(stats, key=lambda s: (s.level.load, s.level.turn or 0, order.get(s.label, 0)))
     baseline = plan.options.baseline
-    by_load: dict[str, list[TargetStats]] = {}
+    by_level: dict[LevelKey, list[TargetStats]] = {}
     for s in ordered:
-        by_load.setdefault(s.group.key.get("load", ""), []).append(s)
-    run_levels = state.sweep.levels if state.sweep else plan.options.schedule.levels
-    shapes = {load.label: load for load in run_levels}
+        by_level.setdefault(s.level, []).append(s)
+    ran = state.sweep.levels if state.sweep else plan.options.schedule.levels
+    shapes = {load.label: load for load in ran}
     levels = [
         Level(
-            load,
+            key,
             level,
             level_verdicts(level, baseline),
-            level_client(load, level, state, shapes.get(load.split(" turn ")[0])),
+            level_client(key, level, state, shapes.get(key.load)),
         )
-        for load, level in by_load.items()
+        for key, level in by_level.items()
     ]
     only = next(iter(shapes.values())) if len(shapes) == 1 else None
     client = client_cost(ordered, state, only, [level.client for level in levels])

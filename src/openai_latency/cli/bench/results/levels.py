@@ -10,7 +10,7 @@ from typing import Any
 from ...render.tables import Rows, markdown_table, table
 from ...render.text import format_duration
 from ...stats.percentiles import Dist
-from ..plan import Load
+from ..plan import LevelKey, Load
 from ..run.runner import LAG_WARNING_S, RunState
 from ..run.sweep import Sweep
 from .stats import TargetStats
@@ -29,12 +29,13 @@ TTFT_UNKNOWN_SHARE = 0.01
 
 
 def level_client(
-    load: str, level: Sequence[TargetStats], state: RunState, shape: Load | None = None
+    key: LevelKey, level: Sequence[TargetStats], state: RunState, shape: Load | None = None
 ) -> dict[str, Any] | None:
-    """The client's own cost at one load level (run in this process), whether it was the bottleneck,
-    the warning that says so in words and the ``--workers`` count the measured CPU calls for."""
-    lags = state.level_lag.get(load.split(" turn ")[0])
-    cpu = state.level_cpu.get(load.split(" turn ")[0])
+    """The client's own cost at one load level (run in this process; every turn of a conversation
+    ran in it), whether it was the bottleneck, the warning that says so in words and the
+    ``--workers`` count the measured CPU calls for."""
+    lags = state.level_lag.get(key.load)
+    cpu = state.level_cpu.get(key.load)
     if cpu is None:
         return None
     requests = sum(s.requests + s.cancelled for s in level)
@@ -125,13 +126,13 @@ def level_client_lines(client: dict[str, Any] | None) -> list[tuple[str, str | N
 
 
 def sweep_lines(
-    sweep: Sweep, stats: list[TargetStats], clients: dict[str, dict[str, Any] | None], markdown: bool
+    sweep: Sweep, stats: list[TargetStats], clients: dict[LevelKey, dict[str, Any] | None], markdown: bool
 ) -> list[tuple[str, str | None]]:
     """Latency and throughput against load, one row per level in the order run, the knee marked (bold),
     and the client's event-loop lag at each level (``clients``, :func:`level_client` of each level,
     computed once; ``!``: the client was the bottleneck there)."""
     names = list(dict.fromkeys(s.label for s in stats))
-    found = {(s.group.key.get("load", ""), s.label): s for s in stats}
+    found = {(s.level, s.label): s for s in stats}
     header = ["sweep", *(f"{n} req/s | ttft p50 | e2e p50" for n in names), "client lag p95", ""]
     rows: Rows = [header]
     bottlenecks: list[str] = []
@@ -139,13 +140,13 @@ def sweep_lines(
     for load in sweep.levels:
         cells = []
         for name in names:
-            s = found.get((load.label, name))
+            s = found.get((LevelKey(load.label), name))
             if s is None:
                 cells.append("-")
                 continue
             ttft = format_duration(s.ttft.p50) if s.ttft else "-"
             cells.append(f"{_rate(s.requests_per_s)} | {ttft} | {format_duration(s.e2e.p50)}")
-        client = clients.get(load.label)
+        client = clients.get(LevelKey(load.label))
         lag = client["loop_lag_p95"] if client else None
         lag_text = "-" if lag is None else format_duration(lag)
         if client and client["bottleneck"]:

@@ -208,7 +208,7 @@ def render_csv(stats: Sequence[TargetStats], slo: Slo) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["target", "load", "metric", "statistic", "value", "unit"])
     for s in stats:
-        load = s.group.key.get("load", "")
+        load = s.level.label
         for metric, value in _flat(s, slo):
             name, _, statistic = metric.rpartition(".")
             unit = csv_unit(name, statistic)
@@ -323,7 +323,7 @@ def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) 
                 out.line(line)
     for level in result.levels:
         if len(result.levels) > 1:
-            out.line(f"\n== {level.load}", style="bold")
+            out.line(f"\n== {level.key.label}", style="bold")
             for line, style in level_client_lines(level.client):
                 out.line(line, style)
         out.line()
@@ -335,7 +335,7 @@ def print_tables(out: Output, plan: Plan, result: BenchResult, state: RunState) 
 
     if state.sweep is not None:
         out.line()
-        clients = {level.load: level.client for level in result.levels}
+        clients = {level.key: level.client for level in result.levels}
         for line, style in sweep_lines(state.sweep, stats, clients, options.format == "markdown"):
             out.line(line, style)
 
@@ -377,9 +377,9 @@ def result_json(plan: Plan, result: BenchResult, state: RunState) -> dict[str, A
             label: {**arrivals.as_dict(), "warning": arrivals.sentence(label) if arrivals.slipped else None}
             for label, arrivals in state.arrivals.items()
         },
-        "client": {**result.client, "levels": {level.load: level.client for level in result.levels}},
+        "client": {**result.client, "levels": {level.key.label: level.client for level in result.levels}},
         "results": [target_json(s, slo) for s in result.stats],
-        "verdict": verdicts_json({level.load: level.verdicts for level in result.levels}, result.across),
+        "verdict": verdicts_json({level.key.label: level.verdicts for level in result.levels}, result.across),
         "sweep": state.sweep.as_dict() if state.sweep else None,
         "out": options.out,
     }

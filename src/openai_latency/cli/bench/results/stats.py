@@ -27,7 +27,7 @@ from ...stats.metric_table import METRIC
 from ...stats.percentiles import Dist
 from ...stats.sketch import Sketch, sketch_dist
 from ...stats.triage import Bucket, slow_limit, triage
-from ..plan import Slo
+from ..plan import LevelKey, Slo
 from ..run.calibrate import InputCheck
 from .cache import CacheSplit, split
 
@@ -35,6 +35,9 @@ from .cache import CacheSplit, split
 @dataclass
 class TargetStats:
     group: GroupStats
+    #: The load level and turn the group is (its ``load`` key read back once; ``LevelKey("")``:
+    #: not grouped by load).
+    level: LevelKey
     requests: int
     errors: int
     cancelled: int
@@ -109,7 +112,7 @@ def target_stats(
     slo: Slo,
     slow_threshold: float | None = None,
     client_timeout: float | None = None,
-    chunk_gaps: dict[tuple[str, str], Sketch] | None = None,
+    chunk_gaps: dict[tuple[str, LevelKey], Sketch] | None = None,
 ) -> list[TargetStats]:
     """One entry per group of ``by`` keys (bench: target, and load level in a sweep)."""
     cancelled: dict[tuple[str, ...], int] = {}
@@ -123,13 +126,16 @@ def target_stats(
     result = []
     for summary in summarize(group(finished, by), slow_threshold):
         key = summary.key
-        gaps = (chunk_gaps or {}).get((key.get("target", ""), key.get("load", "")))
-        result.append(_stats(summary, slo, client_timeout, gaps, cancelled.get(tuple(key.values()), 0)))
+        level = LevelKey.of(key.get("load", ""))
+        gaps = (chunk_gaps or {}).get((key.get("target", ""), level))
+        cancels = cancelled.get(tuple(key.values()), 0)
+        result.append(_stats(summary, level, slo, client_timeout, gaps, cancels))
     return result
 
 
 def _stats(
     group: GroupStats,
+    level: LevelKey,
     slo: Slo,
     client_timeout: float | None,
     gaps: Sketch | None,
@@ -146,6 +152,7 @@ def _stats(
     good = [call for call in ok if _meets(call, slo)] if slo else []
     return TargetStats(
         group=group,
+        level=level,
         requests=len(calls),
         errors=len(calls) - len(ok),
         cancelled=cancelled,

@@ -32,10 +32,9 @@ def sweep_verdicts(stats: Sequence[TargetStats], baseline: str | None) -> list[V
     """One target, several load levels: every level against the baseline level (none otherwise)."""
     if len({s.label for s in stats}) != 1 or len(stats) < 2:
         return []
-    base = next((s for s in stats if s.group.key.get("load") == baseline), stats[0])
-    label = base.group.key.get("load", "")
+    base = next((s for s in stats if s.level.label == baseline), stats[0])
     return [
-        compare(base.group.group.members, s.group.group.members, (label, s.group.key.get("load", "")))
+        compare(base.group.group.members, s.group.group.members, (base.level.label, s.level.label))
         for s in stats
         if s is not base
     ]

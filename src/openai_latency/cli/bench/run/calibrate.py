@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..plan import Workload
+from ..plan import WARMUP, Workload
 from ..workload import Conversation, header, with_header
 from .api import input_tokens, resource
 from .record import TAG, Tag, tags
@@ -143,12 +143,12 @@ def prober(client: Any, workload: Workload, model: str, target: str) -> Probe:
     """A probe on this target: its request as the replay sends it, with ``words`` filler words after
     a first line of bench's; warm-up (its spans are not kept)."""
     rng = random.Random()
-    attributes = tags(target, "warmup", True)
+    attributes = tags(target, WARMUP, True)
 
     async def probe(word: str, words: int) -> int | None:
         messages = with_header([{"role": "user", "content": " ".join([word] * words)}], header(rng))
         kwargs = workload.create_kwargs(model, messages, 1, False)
-        token = TAG.set(Tag(target, "warmup", True, attributes))
+        token = TAG.set(Tag(target, WARMUP, True, attributes))
         try:
             return input_tokens(await resource(client, workload.api).create(**kwargs))
         finally:

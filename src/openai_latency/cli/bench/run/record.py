@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ...spans import names
 from ...spans.names import BENCH_LOAD, BENCH_OUTPUT_CHUNKS, BENCH_TARGET, BENCH_WARMUP
+from ..plan import LevelKey
 
 ROLLING = 50  # requests in the progress display's rolling p50
 #: Spans held before :meth:`Recorder.between_levels` writes them out (~2 KB each).
@@ -33,7 +34,7 @@ class Tag:
     """What the spans of one request get; and the content chunks it received so far."""
 
     target: str
-    load: str
+    level: LevelKey
     warmup: bool
     #: What every span of the request gets (shared by the requests of one target and load level).
     attributes: dict[str, str | bool]
@@ -156,9 +157,10 @@ def freeze_survivors() -> None:
     gc.freeze()
 
 
-def tags(target: str, load: str, warmup: bool) -> dict[str, str | bool]:
-    """The attributes every span of a request of this target and load level gets."""
-    attributes: dict[str, str | bool] = {BENCH_TARGET: target, BENCH_LOAD: load}
+def tags(target: str, level: LevelKey, warmup: bool) -> dict[str, str | bool]:
+    """The attributes every span of a request of this target and load level gets (the level as its
+    label: what ``--out`` files and ``report --by load`` hold)."""
+    attributes: dict[str, str | bool] = {BENCH_TARGET: target, BENCH_LOAD: level.label}
     if warmup:
         attributes[BENCH_WARMUP] = True
     return attributes

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...stats.sketch import Sketch
-from ..plan import Load, Target, Workload
+from ..plan import WARMUP, LevelKey, Load, Target, Workload
 from ..workload import Conversation, Message, RequestSource, next_turn
 from .api import send
 from .arrivals import Arrivals
@@ -42,11 +42,12 @@ class RunState:
     """Shared by the runner and the progress display."""
 
     planned: dict[str, int]
-    #: Gaps between content chunks as the client received them, per (target, load level): bounded
+    #: Gaps between content chunks as the client received them, per (target, level): bounded
     #: memory however long the run (exact up to 4,096 gaps, then within 0.5 %: :mod:`..stats.sketch`).
-    chunk_gaps: dict[tuple[str, str], Sketch]
-    #: Per load level of an arrival schedule (open loop, ``--replay``): when the arrivals started
-    #: against when they were due.
+    #: Every per-level record is keyed by the typed (load, turn) :class:`..plan.LevelKey`.
+    chunk_gaps: dict[tuple[str, LevelKey], Sketch]
+    #: Per load level (its label, :attr:`LevelKey.load`) of an arrival schedule (open loop,
+    #: ``--replay``): when the arrivals started against when they were due.
     arrivals: dict[str, Arrivals] = field(default_factory=dict)
     interrupted: bool = False
     #: How late the event loop woke a 50 ms sleep, sampled all through the run (seconds). A client
@@ -55,16 +56,17 @@ class RunState:
     cpu_s: float = 0.0
     #: ``--workers`` processes that ended without reporting (their requests are missing).
     failed_workers: int = 0
-    #: Per (target, load level): [requests whose prompt prefix the server has seen, requests].
-    cache_expected: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    #: ``--output-tokens``, per (target, load level): [requests with fewer output tokens than asked,
+    #: Per (target, level): [requests whose prompt prefix the server has seen, requests].
+    cache_expected: dict[tuple[str, LevelKey], list[int]] = field(default_factory=dict)
+    #: ``--output-tokens``, per (target, level): [requests with fewer output tokens than asked,
     #: requests whose server reported its output tokens].
-    short_outputs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    #: ``--replay``, per (target, load level): the input tokens reported against the recorded ones.
-    input_checks: dict[tuple[str, str], InputCheck] = field(default_factory=dict)
+    short_outputs: dict[tuple[str, LevelKey], list[int]] = field(default_factory=dict)
+    #: ``--replay``, per (target, level): the input tokens reported against the recorded ones.
+    input_checks: dict[tuple[str, LevelKey], InputCheck] = field(default_factory=dict)
     #: Requests (conversations) in flight now.
     in_flight: int = 0
-    #: The load level running now, and per level the client's CPU time and event-loop lag samples.
+    #: The load level running now (its label), and per load level (:attr:`LevelKey.load`: the turns
+    #: of a conversation run together) the client's CPU time and event-loop lag samples.
     level: str = ""
     level_cpu: dict[str, float] = field(default_factory=dict)
     level_lag: dict[str, list[float]] = field(default_factory=dict)
@@ -226,7 +228,7 @@ class Runner:
         # headers are random per run (not from --seed): a rerun must not hit the previous run's cache
         self._sources = [RequestSource(items, workload.prefix, None) for _ in targets]
         self._calibrations = [Calibration() for _ in targets]  # --replay's, per target
-        self._attributes: dict[tuple[int, str, bool], dict[str, str | bool]] = {}
+        self._attributes: dict[tuple[int, LevelKey, bool], dict[str, str | bool]] = {}
         self._lengths = random.Random(seed)  # --output-tokens draws
 
     async def request(self, index: int, load: str, warmup: bool = False, item: int | None = None) -> None:
@@ -242,31 +244,31 @@ class Runner:
         target = self.targets[index]
         conversation, turns = self._sources[index].next(item)
         if turns[0].priming:
-            await self._tagged(index, "warmup", True, turns.pop(0).messages, conversation)
+            await self._tagged(index, WARMUP, True, turns.pop(0).messages, conversation)
         first = turns[0]
         messages, expected = first.messages, first.expected_hit
         rounds = self.workload.turns
         for turn in range(1, rounds + 1):
-            label = load if rounds == 1 or warmup else f"{load} turn {turn}"
+            key = LevelKey(load, None if rounds == 1 or warmup else turn)
             if not warmup:
-                counts = self.state.cache_expected.setdefault((target.name, label), [0, 0])
+                counts = self.state.cache_expected.setdefault((target.name, key), [0, 0])
                 counts[0] += expected
                 counts[1] += 1
-            answer = await self._tagged(index, label, warmup, messages, conversation)
+            answer = await self._tagged(index, key, warmup, messages, conversation)
             if answer is None or turn == rounds:
                 return
             messages = next_turn(conversation, messages, answer, turn + 1)
             expected = True  # the previous turn's prompt is this one's prefix
 
     async def _tagged(
-        self, index: int, load: str, warmup: bool, messages: list[Message], conversation: Conversation
+        self, index: int, level: LevelKey, warmup: bool, messages: list[Message], conversation: Conversation
     ) -> str | None:
         """One call with its spans tagged; the answer's text (conversations only), None when it failed."""
-        key = (index, load, warmup)
+        key = (index, level, warmup)
         attributes = self._attributes.get(key)
         if attributes is None:
-            attributes = self._attributes[key] = tags(self.targets[index].name, load, warmup)
-        tag = Tag(self.targets[index].name, load, warmup, attributes)
+            attributes = self._attributes[key] = tags(self.targets[index].name, level, warmup)
+        tag = Tag(self.targets[index].name, level, warmup, attributes)
         token = TAG.set(tag)
         try:
             return await self._call(index, tag, messages, conversation)
@@ -284,19 +286,19 @@ class Runner:
         lengths = workload.output_tokens
         asked = conversation.max_tokens if lengths is None else lengths.draw(self._lengths)
         kwargs = workload.create_kwargs(self.targets[index].model, messages, asked, conversation.stream)
-        gaps = None if tag.warmup else self.state.chunk_gaps.get((tag.target, tag.load))
+        gaps = None if tag.warmup else self.state.chunk_gaps.get((tag.target, tag.level))
         if gaps is None and not tag.warmup:
-            gaps = self.state.chunk_gaps[(tag.target, tag.load)] = Sketch()
+            gaps = self.state.chunk_gaps[(tag.target, tag.level)] = Sketch()
         text, tokens, inputs = await send(
             self.clients[index], workload.api, kwargs, tag, gaps, workload.turns > 1
         )
         if asked is not None and not tag.warmup:
-            counts = self.state.short_outputs.setdefault((tag.target, tag.load), [0, 0])
+            counts = self.state.short_outputs.setdefault((tag.target, tag.level), [0, 0])
             counts[0] += tokens is not None and tokens < asked
             counts[1] += tokens is not None
         if conversation.input_tokens is not None and not tag.warmup:
             check = self.state.input_checks.setdefault(
-                (tag.target, tag.load), InputCheck(self._calibrations[index])
+                (tag.target, tag.level), InputCheck(self._calibrations[index])
             )
             check.add(conversation.input_tokens, inputs)
         return text

@@ -12,18 +12,20 @@
 every :data:`SAMPLE_S` seconds, the requests in flight grew and the mean TTFT of the requests that
 finished since the previous sample grew, :data:`STEADY` samples in a row (one second of steady
 growth: the queue only lengthens). Its unfinished requests are cancelled (counted apart).
+
+This module holds the rules and what a sweep found (:class:`Sweep`); the shape that picks each next
+level from them is :class:`.shapes.SweepShape`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..plan import Load, Schedule
+from ..plan import Load
 from .record import TargetProgress
 
 #: Throughput growth under this share is "stopped growing".
@@ -83,57 +85,6 @@ class Sweep:
         }
 
 
-Run = Callable[[Load], Awaitable[None]]
-
-
-async def run_sweep(
-    sweep: Sweep,
-    schedule: Schedule,
-    run: Run,
-    progress: Mapping[str, TargetProgress],
-    in_flight: Callable[[], int],
-    stop_over_saturated: bool,
-) -> None:
-    """Both parts of the sweep; ``run(load)`` runs one level (its requests or its duration)."""
-    best: dict[str, float] = {}
-    concurrency = 1
-    while True:
-        load = Load(concurrency)
-        before = {name: p.done for name, p in progress.items()}
-        start = time.monotonic()
-        await run(load)
-        wall = max(time.monotonic() - start, 1e-9)
-        rates = {name: steady_rate(p, p.done - before.get(name, 0), wall) for name, p in progress.items()}
-        sweep.search.append((load.label, rates))
-        sweep.levels.append(load)
-        grew = any(rate >= best.get(name, 0.0) * (1 + GROWTH) for name, rate in rates.items())
-        for name, rate in rates.items():
-            best[name] = max(best.get(name, 0.0), rate)
-        if not grew or concurrency >= MAX_CONCURRENCY:
-            break
-        concurrency *= 2
-    top = max(best.values(), default=0.0)
-    sweep.max_throughput = top
-    for label, rates in sweep.search:
-        if rates and max(rates.values()) >= top * (1 - GROWTH):
-            sweep.knee = label
-            break
-    low = max(sweep.search[0][1].values(), default=0.0)
-    if top <= 0 or sweep.rates < 1:
-        return
-    count = sweep.rates
-    steps = [top] if count == 1 else [low + (top - low) * i / (count - 1) for i in range(count)]
-    for rate in steps:
-        if rate <= 0:
-            continue
-        load = Load(RATE_CAP, round(rate, 3))
-        sweep.levels.append(load)
-        if not stop_over_saturated:
-            await run(load)
-        elif await _until_saturated(run(load), progress, in_flight):
-            sweep.stopped.append(load.label)
-
-
 class Saturation:
     """The over-saturation test, one sample at a time: True once the requests in flight grew and
     the mean TTFT of the requests finished since the previous sample exceeded the previous
@@ -156,7 +107,7 @@ class Saturation:
         return self._growth >= STEADY
 
 
-async def _until_saturated(
+async def until_saturated(
     level: Awaitable[None], progress: Mapping[str, TargetProgress], in_flight: Callable[[], int]
 ) -> bool:
     """Runs the level; True when it was ended early as over-saturated (:class:`Saturation`)."""

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 from ...render.terminal import Progress
 from ...spans.write import write_otlp_json
 from ...stats.sketch import Sketch
-from ..plan import Load, Plan, Target, Workload
+from ..plan import LevelKey, Load, Plan, Target, Workload
 from .arrivals import Arrivals
 from .calibrate import InputCheck
 from .loops import groups, share
@@ -300,8 +300,8 @@ def _add(state: RunState, result: dict[str, Any]) -> None:
     for key, check in result.get("input_checks", {}).items():
         state.input_checks.setdefault(key, InputCheck(check.calibration)).merge(check)
     for name in ("cache_expected", "short_outputs"):
-        merged: dict[tuple[str, str], list[int]] = getattr(state, name)
-        for (target, load), (count, of) in result.get(name, []):
-            counts = merged.setdefault((target, load), [0, 0])
+        merged: dict[tuple[str, LevelKey], list[int]] = getattr(state, name)
+        for (target, level), (count, of) in result.get(name, []):
+            counts = merged.setdefault((target, level), [0, 0])
             counts[0] += count
             counts[1] += of

@@ -29,7 +29,7 @@ from openai_latency.cli.stats.metric_table import (
 from openai_latency.cli.stats.verdict import compare
 from tests.support.cli_runs import chat_records, run_cli, servers
 
-BENCH_MD = Path(__file__).resolve().parents[2] / "docs" / "BENCH.md"
+BENCH_MD = Path(__file__).resolve().parents[3] / "docs" / "BENCH.md"
 
 
 def _call(duration: float, ttft: float | None, error: str | None = None, **more: object) -> Call:

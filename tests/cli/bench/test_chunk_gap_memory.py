@@ -129,7 +129,7 @@ def keep(self, *args, **kwargs):
     states.append(self)
 run.RunState.__init__ = keep
 code = main(sys.argv[1:])
-found = {f"{t} {l}": Dist.of(exact[id(s)]).as_dict() for (t, l), s in states[0].chunk_gaps.items()}
+found = {f"{t} {k.label}": Dist.of(exact[id(s)]).as_dict() for (t, k), s in states[0].chunk_gaps.items()}
 print("exact:", json.dumps({"levels": found, "held": held[0]}), file=sys.stderr)
 sys.exit(code)
 """

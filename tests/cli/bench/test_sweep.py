@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from openai_latency.cli.bench.run.record import TargetProgress
-from openai_latency.cli.bench.run.sweep import STEADY, Saturation, _until_saturated
+from openai_latency.cli.bench.run.sweep import STEADY, Saturation, until_saturated
 
 
 def _verdicts(flights: list[int], ttfts: list[float | None]) -> list[bool]:
@@ -53,12 +53,12 @@ def test_an_over_saturated_level_is_cancelled() -> None:
             cancelled.append(True)
             raise
 
-    assert asyncio.run(_until_saturated(level(), progress, lambda: flight[0])) is True
+    assert asyncio.run(until_saturated(level(), progress, lambda: flight[0])) is True
     assert cancelled == [True]
 
 
 def test_the_sweep_table_says_where_the_client_was_the_bottleneck() -> None:
-    from openai_latency.cli.bench.plan import Load
+    from openai_latency.cli.bench.plan import LevelKey, Load
     from openai_latency.cli.bench.results.levels import level_client, sweep_lines
     from openai_latency.cli.bench.run.runner import RunState
     from openai_latency.cli.bench.run.sweep import Sweep
@@ -68,7 +68,7 @@ def test_the_sweep_table_says_where_the_client_was_the_bottleneck() -> None:
     for label, lag in (("c=1", 0.001), ("c=2", 0.002), ("rate=9/s c<=1000", 0.030)):
         state.level_cpu[label] = 0.5
         state.level_lag[label] = [lag] * 20
-    clients = {load.label: level_client(load.label, [], state) for load in found.levels}
+    clients = {LevelKey(load.label): level_client(LevelKey(load.label), [], state) for load in found.levels}
     styled = sweep_lines(found, [], clients, markdown=False)
     lines = [line for line, _ in styled]
     assert [line for line, style in styled if style == "bold"] == [lines[-2]]  # the knee's sentence

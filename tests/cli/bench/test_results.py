@@ -64,3 +64,56 @@ def test_a_verdicts_sentences_are_bold_by_flag() -> None:
     assert rows and lines[-1][1] is None and lines[-1][0].startswith("(")
     assert lines[:-1] and all(style == "bold" for _, style in lines[:-1])
     assert lines[0][0].startswith("b vs a")
+
+
+def test_a_level_key_is_a_load_and_a_turn_read_back_from_its_label() -> None:
+    """The spans keep a level's label (``report --by load`` groups by it); bench reads it back once
+    into a typed (load, turn) key, whatever the load's own label holds."""
+    from openai_latency.cli.bench.plan import LevelKey, Load
+
+    assert LevelKey.of("c=4 turn 2") == LevelKey("c=4", 2)
+    assert LevelKey("c=4", 2).label == "c=4 turn 2"
+    assert LevelKey.of("c=4") == LevelKey("c=4", None)
+    for load in (Load(4), Load(1000, 2.5), Load(8, 0.5, poisson=True), Load(1, replay_speed=2.0)):
+        assert LevelKey.of(load.label) == LevelKey(load.label)
+        assert LevelKey.of(LevelKey(load.label, 12).label) == LevelKey(load.label, 12)
+    assert LevelKey.of("c=1 turn x") == LevelKey("c=1 turn x")  # not a turn: all of it is the load
+
+
+def test_the_results_are_keyed_by_load_and_turn_in_turn_order() -> None:
+    """A conversation of 11 turns: one result per turn, turn 10 after turn 9 (the labels' text order
+    put "turn 10" before "turn 2"), and each turn's client cost is its load level's."""
+    with ExitStack() as stack:
+        (server,) = servers(stack, STREAM)
+        argv = ["bench", "--target", f"a={server.base_url}", "--model", "m", "-n", "1", "--turns", "11"]
+        document = run_cli([*argv, "--format", "json"])
+    assert document.code == 0, document.err
+    data = json.loads(document.out)
+    labels = [f"c=1 turn {turn}" for turn in range(1, 12)]
+    assert [result["key"]["load"] for result in data["results"]] == labels
+    assert list(data["client"]["levels"]) == labels
+    costs = list(data["client"]["levels"].values())
+    assert costs[0] is not None and all(cost == costs[0] for cost in costs)
+    assert [result["requests"] for result in data["results"]] == [1] * 11
+
+
+def test_no_code_but_the_level_key_splits_a_levels_label() -> None:
+    """A level's label is read back into a LevelKey once (plan.LevelKey.of); nothing else in the CLI
+    splits, partitions or slices a label at its turn."""
+    import ast
+
+    import openai_latency.cli as cli
+
+    root = Path(cli.__file__).parent
+    splitting = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in ("split", "rsplit", "partition", "rpartition", "removesuffix"):
+                continue
+            named = [arg for arg in node.args if isinstance(arg, ast.Name) and arg.id == "TURN"]
+            literal = [arg for arg in node.args if isinstance(arg, ast.Constant) and "turn" in str(arg.value)]
+            if named or literal:
+                splitting.append(str(path.relative_to(root)))
+    assert splitting == ["bench/plan.py"]  # LevelKey.of; results/levels.py split the label twice

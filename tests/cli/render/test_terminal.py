@@ -17,7 +17,7 @@ import yaml
 
 from tests.support.cli_runs import COMMAND, Result, run_cli, servers
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
