@@ -147,12 +147,13 @@ def test_bench_and_report_agree_with_a_broken_stream_a_retry_and_a_reasoning_cal
     assert entry["e2e"]["n"] == 21
     assert entry["ttft"]["n"] == sum(1 for c in calls if c.error_type is None and c.ttft is not None)
     assert entry["ttft"]["n"] <= 17 and entry["reasoning"]["n"] <= 6
-    # TTFT from request sent: the calls that were not retried, and never below the server's 15 ms
-    # from the request's arrival to its first token (the request arrived after it was sent)
+    # TTFT from request sent: the calls that were not retried; shorter than TTFT by the client's
+    # build, pool wait and send. (Not bounded below by the server's 15 ms: httpcore's "body sent"
+    # event can come a loop iteration after the server already had the request.)
     sent = [c for c in calls if c.error_type is None and c.ttft is not None and not c.retry_reasons]
     assert entry["ttft_sent"]["n"] == len(sent) > 0
     for call in sent:
         value = METRIC["ttft_sent"].of(call)
         before = call.phases["request_build"] + call.phases["network_wait"] - call.http["server_wait"]
         assert value is not None and value == pytest.approx(call.ttft - before, abs=1e-12)  # type: ignore[operator]
-        assert 0.015 <= value < call.ttft  # type: ignore[operator]
+        assert 0 < value < call.ttft  # type: ignore[operator]
