@@ -223,7 +223,7 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.chunks = index + 1
     gap = 0
     if st.read_arrival_ns:  # the event loop stamped the read's bytes (:mod:`.arrival_stamps`)
-        mark, gap = _stamped(op, st, index)
+        mark, gap = _stamped(op, st, index, wait > BLOCKED_NS)
     else:
         mark = st.read_ns or t1  # the read that completed it returned then (:mod:`.reads`)
         if wait > BLOCKED_NS:
@@ -256,18 +256,19 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.last_token_doubt_ns = st.doubt_ns
 
 
-def _stamped(op: Operation, st: StreamStats, index: int) -> tuple[int, int]:
+def _stamped(op: Operation, st: StreamStats, index: int, blocked: bool) -> tuple[int, int]:
     """(arrival, gap) of a chunk whose read the event loop stamped (:mod:`.arrival_stamps`). The stamp,
     never before the response headers' mark, is its arrival, sure up to the read's doubt (the
-    transport's pause before it; the first read's adds the time from the headers to the first
-    ``next``). A new read's stamp minus the previous read's is an observed gap when that doubt is
-    small; a chunk of the same read as the one before came with it (buffered, no gap)."""
+    transport's pause before it; the first read's adds the caller's time before the first ``next``,
+    unless that ``next`` blocked: then the bytes were not there yet). A new read's stamp minus the
+    previous read's is an observed gap when that doubt is small; a chunk of the same read as the one
+    before came with it (buffered, no gap)."""
     stamp = st.read_arrival_ns
     headers_ns = op.timeline.headers_ns
     mark = max(stamp, headers_ns)
     gap = 0
     if index == 0:
-        st.doubt_ns += st.read_doubt_ns
+        st.doubt_ns = st.read_doubt_ns + (0 if blocked else st.doubt_ns)
         st.first_chunk_ns = mark
     elif stamp == st.last_arrival_ns:
         st.buffered_chunks += 1
