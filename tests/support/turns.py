@@ -23,7 +23,8 @@ MS = 1_000_000
 class TraceBuilder:
     """Spans at exact times; ``export=False`` makes a span that never arrives (its children do)."""
 
-    def __init__(self) -> None:
+    def __init__(self, origin_ns: int = ORIGIN_NS) -> None:
+        self.origin_ns = origin_ns
         self._providers: dict[str, TracerProvider] = {}
         self.exported: list[ReadableSpan] = []
 
@@ -50,9 +51,9 @@ class TraceBuilder:
         context = trace.set_span_in_context(parent) if parent is not None else None
         span = self._tracer(service).start_span(
             name, context=context, kind=kind, attributes=attributes or {},
-            start_time=ORIGIN_NS + round(start_ms * MS),
+            start_time=self.origin_ns + round(start_ms * MS),
         )  # fmt: skip
-        span.end(end_time=ORIGIN_NS + round(end_ms * MS))
+        span.end(end_time=self.origin_ns + round(end_ms * MS))
         if export:
             assert isinstance(span, ReadableSpan)
             self.exported.append(span)

@@ -21,9 +21,12 @@ from ..spans.files import without_gc
 from ..spans.names import GROUP_KEYS
 from ..spans.span import InputError, ReadStats
 from ..stats.groups import Group, group
+from ..stats.turns import TURN_METRICS
 from ..stats.verdict import Verdict, compare
 from .conditions import Condition, find_estimate, parse_condition
 from .inputs import Source, open_side
+from .traces import run as run_by_trace
+from .traces import wants_traces
 
 DEFAULT_BY = ("endpoint", "model")
 
@@ -51,7 +54,8 @@ def _parser() -> Parser:
         metavar="KEYS",
         help=(
             f"group calls by these comma-separated keys: {', '.join(GROUP_KEYS)}, or 'none' (default as"
-            " report: target and load level for bench spans, else endpoint,model)"
+            " report: target and load level for bench spans, else endpoint,model); 'trace': whole"
+            " traces by root name, the turn's duration and its critical path (llm, tool, other, self)"
         ),
     )
     parser.add_argument(
@@ -62,7 +66,8 @@ def _parser() -> Parser:
         metavar="CONDITION",
         help=(
             "exit 1 when this holds and its 95%% interval excludes zero, repeatable: 'ttft.p95>+10%%',"
-            " 'e2e.p50>+50ms', 'tpot.p50>+2ms', 'error_rate>+1pp' (METRIC: ttft, ttft_answer, e2e, tpot)"
+            " 'e2e.p50>+50ms', 'tpot.p50>+2ms', 'error_rate>+1pp' (METRIC: ttft, ttft_answer, e2e, tpot;"
+            " with --by trace: duration, llm, tool, other, self: 'duration.p95>+20%%', 'self.p50>+50ms')"
         ),
     )
     parser.add_argument(
@@ -165,6 +170,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = _parser()
     args = parser.parse_args(argv)
+    if wants_traces(args.by):  # whole traces: turns by root name
+        return run_by_trace(parser, args, out, err)
+    for condition in args.fail_if:
+        if condition.metric in TURN_METRICS:
+            parser.error(f"--fail-if {condition.text!r}: {condition.metric} is a turn's: needs --by trace")
     keys = _keys(parser, args.by)
     sides = [_read("baseline", args.baseline, err), _read("current", args.current, err)]
     if sides[0] is None or sides[1] is None:

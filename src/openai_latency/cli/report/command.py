@@ -33,6 +33,8 @@ from ..stats.groups import group, summarize
 from ..stats.triage import slow_limit, triage
 from .output import compare_lines, group_lines, header_lines, json_report, source_text
 from .sources import add_source_arguments, open_spans
+from .traces import run as run_by_trace
+from .traces import wants_traces
 
 DEFAULT_INPUT = "out/otlp"
 DEFAULT_BY = ("endpoint", "model")
@@ -64,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEYS",
         help=(
             f"group calls by these keys, comma-separated or repeated: {', '.join(GROUP_KEYS)}, or 'none'"
-            f" for one group (default: {','.join(DEFAULT_BY)}; endpoint = server.address:server.port)"
+            f" for one group (default: {','.join(DEFAULT_BY)}; endpoint = server.address:server.port);"
+            " or 'trace': where each whole trace's time went (its critical path)"
         ),
     )
     parser.add_argument(
@@ -141,6 +144,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = _parser()
     args = parser.parse_args(argv)
+    if wants_traces(args.by):  # whole traces: where each turn's time went
+        return run_by_trace(parser, args, DEFAULT_INPUT, out, err)
     keys = _group_keys(parser, args.by)
     stats = ReadStats()
     try:
