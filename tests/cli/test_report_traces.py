@@ -8,6 +8,7 @@ import random
 import re
 import time
 from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,49 @@ def test_a_live_turn_of_instrumented_calls(
             phases[phase] = phases.get(phase, 0.0) + seconds(span)
     assert path["llm_phases"] == pytest.approx(phases, abs=1e-9)
     assert {"first_token", "stream_drain", "response_read"} <= set(phases)
+
+
+class _Bars(HTMLParser):
+    """The bars of the turn waterfall page, per turn: (category, start, duration)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turns: dict[str, list[tuple[str, float, float]]] = {}
+        self._turn = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section" and found.get("data-trace-id"):
+            self._turn = str(found["data-trace-id"])
+            self.turns[self._turn] = []
+        elif tag == "div" and found.get("data-category"):
+            bar = (
+                str(found["data-category"]),
+                float(found["data-start"] or 0),
+                float(found["data-duration"] or 0),
+            )
+            self.turns[self._turn].append(bar)
+
+
+def test_html_draws_each_turns_path_and_the_calls_off_it(tmp_path: Path) -> None:
+    builder = TraceBuilder()
+    ids = _turns(builder, 3)
+    builder.span("<script>alert(1)</script>", 0, 10)  # a name that must be escaped
+    path, page = builder.write(tmp_path / "t.jsonl"), tmp_path / "turns.html"
+    result = run_cli(["report", str(path), "--by", "trace", "--html", str(page), "--format", "json"])
+    assert result.code == 0 and f"turn waterfalls: {page}" in result.err
+    text = page.read_text(encoding="utf-8")
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    parser = _Bars()
+    parser.feed(text)
+    assert set(ids) <= set(parser.turns)
+    for trace in result.json()["traces"]:
+        drawn = parser.turns[trace["trace_id"]]
+        expected = [(s["category"], s["start"], s["duration"]) for s in trace["path"]]
+        expected += [("off_path", c["start"], c["duration"]) for c in trace["calls"] if not c["on_path"]]
+        assert [(c, round(s, 6), round(d, 6)) for c, s, d in drawn] == [
+            (c, round(s, 6), round(d, 6)) for c, s, d in expected
+        ]
+    assert [category for category, _, _ in parser.turns[ids[0]]] == [
+        "self", "llm", "tool", "self", "other", "self", "off_path"
+    ]  # fmt: skip

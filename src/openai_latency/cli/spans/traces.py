@@ -5,7 +5,8 @@ A span's *kind* is all the critical path needs of its attributes (:func:`kind_of
 operation spans (``llm``: an LLM call, whose phases and server spans stay below it), a phase span of
 one (``phase``), a tool (``gen_ai.operation.name=execute_tool``), an agent framework's own span
 (``invoke_agent``, ``create_agent``: the application's code), an inference server's own span
-(``server``: vLLM's ``llm_request`` and SGLang's, recognised by their ``gen_ai.latency.*`` attributes)
+(``server``: vLLM's ``llm_request`` and SGLang's, recognised by any of the ``gen_ai.latency.*``
+attributes of :data:`SERVER_FIELDS`)
 or anything else (``other``: DB, HTTP, queues).
 
 Memory: the readers stream spans in file order, and a trace's spans may be spread over a whole file
@@ -50,6 +51,8 @@ SERVER_FIELDS: Final = (
     ("inference", SERVER_INFERENCE),
     ("e2e", SERVER_E2E),
 )
+
+_SERVER_KEYS: Final = tuple(key for _, key in SERVER_FIELDS)
 
 LLM: Final = "llm"
 PHASE: Final = "phase"
@@ -108,8 +111,9 @@ def kind_of(attributes: dict[str, Any]) -> str:
         return TOOL
     if operation in AGENT_OPERATIONS:
         return AGENT
-    if any(key.startswith(SERVER_LATENCY_PREFIX) for key in attributes):
-        return SERVER
+    for key in _SERVER_KEYS:  # a few lookups, not a scan of every attribute of every span
+        if key in attributes:
+            return SERVER
     if is_operation(attributes):
         return LLM
     return OTHER

@@ -1,7 +1,7 @@
 """One trace -> :class:`Turn`: its duration, its critical path by category, its LLM calls.
 
-**The critical path** (Jaeger's rule): start at the root's end; the child that ended last before the
-current point is on the path from its end to its start, and the path continues inside it the same way
+**The critical path** (Jaeger's rule): start at the root's end; the child that ended last at or before
+the current point is on the path from its end to its start, and the path continues inside it the same way
 (recursively); the time between that child's end and the current point, and between the first child's
 start and the span's start, is the span's own. A child that ends after the current point (it overlaps
 a later one) is off the path. LLM calls are not entered: their whole window is the call's.
@@ -103,6 +103,13 @@ class Turn:
     @property
     def root_missing(self) -> bool:
         return self.root is None
+
+    def slim(self) -> None:
+        """Drops what only a waterfall or the trace's JSON needs (the path's pieces, each call's
+        phases), keeping every number the groups use."""
+        self.segments = []
+        for call in self.calls:
+            call.phases = {}
 
     def dominant(self) -> str:
         return max(CATEGORIES, key=lambda name: self.path[name])
