@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.otlp_files import collector_json
 
 WORKER = r"""
-import io, json, sys, time
+import json, sys, time
 from openai_latency.cli.report import command as report
 from openai_latency.cli.spans.files import JSON_PARSER
 
@@ -51,15 +51,18 @@ def peak_kb():
 if sys.argv[2] == "import-only":
     print(json.dumps({"maxrss_kb": peak_kb()}))
     raise SystemExit(0)
-out = io.StringIO()
+out = open(sys.argv[3], "w")  # a file, as a user's redirection: the output is not held in memory
 t0, c0 = time.perf_counter(), time.process_time()
 code = report.main([sys.argv[1], "--by", "trace", "--format", "json"], out=out)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-data = json.loads(out.getvalue())
+out.close()
+peak = peak_kb()  # before the output is read back below
+with open(sys.argv[3]) as handle:
+    data = json.load(handle)
 print(json.dumps({
     "code": code, "wall": wall, "cpu": cpu, "spans": data["input"]["spans"],
     "traces": data["input"]["traces"], "max_open_spans": data["input"]["max_open_spans"],
-    "late_spans": data["input"]["late_spans"], "maxrss_kb": peak_kb(), "parser": JSON_PARSER,
+    "late_spans": data["input"]["late_spans"], "maxrss_kb": peak, "parser": JSON_PARSER,
 }))
 """
 
@@ -155,7 +158,8 @@ def make_file(path: Path, spans_wanted: int, batch: int) -> tuple[int, int]:
 
 def _run(path: Path, import_only: bool = False) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-c", WORKER, str(path), "import-only" if import_only else "run"],
+        [sys.executable, "-c", WORKER, str(path), "import-only" if import_only else "run",
+         str(path.with_suffix(".out.json"))],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
