@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from openai_latency.cli.bench.output import render_csv, render_text
 from openai_latency.cli.bench.plan import Slo
-from openai_latency.cli.bench.stats import target_stats
+from openai_latency.cli.bench.results.output import render_csv, render_text
+from openai_latency.cli.bench.results.stats import target_stats
 from openai_latency.cli.render.text import format_duration
 from openai_latency.cli.spans.collect import collect_calls
 from openai_latency.cli.spans.files import read_spans
@@ -319,7 +319,7 @@ def test_numbers_equal_the_servers_log_and_report_rereads_them(tmp_path: Path) -
             assert float(values[metric, statistic]) == expected, (metric, statistic)
     assert float(values["goodput", "value"]) == pytest.approx(entry["goodput"], abs=5e-7 + FLOAT_ERROR)
     assert float(values["backoff_s", "value"]) == pytest.approx(entry["backoff_s"], abs=5e-7 + FLOAT_ERROR)
-    markdown = render_text([stats], slo, None, markdown=True).splitlines()
+    markdown = render_text([stats], slo, (), markdown=True).splitlines()
     for label, metric in (("ttft (first token, any channel)", "ttft"), ("e2e (whole call)", "e2e")):
         cell = " / ".join(format_duration(entry[metric][q]) for q in ("p50", "p95", "p99"))
         assert f"| {label} | {cell} |" in markdown

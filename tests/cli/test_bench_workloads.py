@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from openai_latency.cli.bench.cache import WARNING
+from openai_latency.cli.bench.results.cache import WARNING
 from openai_latency.fake_server.prefix_cache import prompt_words
 from openai_latency.fake_server.records import RequestRecord
 from tests.support.cli_runs import by_target, chat_records, run_cli, servers
@@ -292,7 +292,7 @@ def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:
 
 SPILLING = """
 import sys
-from openai_latency.cli.bench import record
+from openai_latency.cli.bench.run import record
 from openai_latency.cli import main
 record.SPILL_SPANS = 30
 held = []

@@ -9,6 +9,7 @@ and right; with a caller slower than the server it is still never understated.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from typing import Any
 
@@ -66,32 +67,43 @@ def test_tpot_at_a_fast_pace_with_chunks_written_several_at_a_time(
 
 @pytest.mark.parametrize("streams", [8, 64])
 def test_tpot_of_concurrent_async_streams(captured: Captured, timing_server: Any, streams: int) -> None:
-    """Concurrent streams at a 10 ms pace in one event loop: TPOT is set on every call and equals
-    what the caller's own ``perf_counter`` sees or above it (the tokens of the first read left out),
-    never below it. 8 streams leave the loop room: every TPOT is the server's pace (±5 %).
+    """Concurrent streams at a 10 ms pace in one event loop: TPOT is set on every call. 8 streams
+    leave the loop room: every TPOT is the server's pace (±5 %).
 
     64 saturate the loop on 2 cores: each chunk is handed over later than it arrived, by a lag that
     changes along the stream (measured on openai 1.x and 3.x: the first token handed over a median
     3-7 ms after the server wrote it, the last 17-30 ms; the caller's own clock then reads the pace
-    between -13 % and +25 %, stream by stream). That error is the client's, in every in-process
-    stopwatch that reads at hand-over, so only the agreement with the caller's clock is asserted
-    there; getting closer to the server's pace under a saturated loop needs arrival times taken
-    below the hand-over (issue 33), and is measured by ``benchmarks/saturated_tpot.py``."""
-    to_server, to_caller = _concurrent_streams(captured, timing_server, streams)
-    # The caller's naive window counts every token; ours leaves out the tokens that came in the
-    # first token's read (made before the window): those streams read higher, the others agree.
-    assert min(to_caller) >= -0.01, sorted(to_caller)
-    if streams > 8:
-        return
-    # Another process's load can starve the loop as 64 streams do: a few fresh runs for the timing
-    # comparison alone; the agreement with the caller is asserted on every run.
-    for _attempt in range(2):
-        if max(abs(e) for e in to_server) <= 0.05:
-            break
-        captured.clear()
-        to_server, to_caller = _concurrent_streams(captured, timing_server, streams)
-        assert min(to_caller) >= -0.01, sorted(to_caller)
-    assert max(abs(e) for e in to_server) <= 0.05, sorted(to_server)
+    between -13 % and +25 %, stream by stream). Our marks are the reads' returns
+    (:mod:`openai_latency.hooks.reads`), before the SDK's parsing, and at the median they are at
+    least as close to the server's pace as the caller's own clock; getting every stream close under
+    a saturated loop needs arrival times taken below the hand-over (issue 33), measured by
+    ``benchmarks/saturated_tpot.py``."""
+
+    def timing(errors: tuple[list[float], list[float]]) -> None:
+        to_server, to_caller = errors
+        if streams <= 8:
+            assert max(abs(e) for e in to_server) <= 0.05, sorted(to_server)
+        else:
+            ours, caller = abs(statistics.median(to_server)), abs(_caller_error(to_server, to_caller))
+            assert ours <= caller + 0.01, (ours, caller)
+
+    # TPOT set on every call is checked in every run; another process's load can starve the loop
+    # as 64 streams do, so the comparison with the server's log gets a few fresh runs.
+    for attempt in range(3):
+        errors = _concurrent_streams(captured, timing_server, streams)
+        try:
+            timing(errors)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
+            captured.clear()
+
+
+def _caller_error(to_server: list[float], to_caller: list[float]) -> float:
+    """The median error of the caller's own clock against the server's pace, from ours against both
+    (``(1 + to_server) / (1 + to_caller) - 1`` per stream)."""
+    return statistics.median((1 + s) / (1 + c) - 1 for s, c in zip(to_server, to_caller, strict=True))
 
 
 def _concurrent_streams(

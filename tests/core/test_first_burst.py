@@ -3,7 +3,7 @@ cores loaded, tests/realserver: TPOT read 1.0 ms for the server's own 2.1 ms dec
 holding ~30 tokens back). The first token reaches the client together with many tokens made after
 it, so the window from its arrival to the last token's is shorter than the decode that produced
 them, and TPOT over all the tokens understated the pace. The tokens handed over right after the
-first one by the same network read (:mod:`openai_latency.reads` counts the reads) were made before
+first one by the same network read (:mod:`openai_latency.hooks.reads` counts the reads) were made before
 the window and are not counted in it. Which chunks share a read is counted, not timed: a caller
 starved of CPU, whose every ``next`` takes milliseconds, finds the same burst.
 """

@@ -29,10 +29,6 @@ from .inputs import Source, open_side
 STATS = (("p50", 0.50), ("p95", 0.95))
 
 
-def wants_traces(by: str | None) -> bool:
-    return by is not None and any(part.strip() == "trace" for part in by.split(","))
-
-
 def _read(name: str, text: str, err: TextIO) -> tuple[dict[str, list[Turn]], Source] | None:
     stats = ReadStats()
     groups: dict[str, list[Turn]] = {}
@@ -78,8 +74,6 @@ def _check(condition: Condition, label: str, estimates: dict[str, list[Estimate]
 
 
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if [part.strip() for part in args.by.split(",") if part.strip()] != ["trace"]:
-        parser.error("--by trace compares whole traces: give it alone")
     for condition in args.fail_if:
         if condition.metric not in TURN_METRICS:
             parser.error(

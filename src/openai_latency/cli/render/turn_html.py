@@ -91,9 +91,3 @@ def turns_page(title: str, groups: Sequence[TurnGroup], version: str) -> str:
         f'<div class="legend">{legend}</div>\n' + "\n".join(body) + f"\n<footer>openai-latency {version};"
         " the critical path by Jaeger's rule (docs/REPORT.md).</footer></body></html>\n"
     )
-
-
-def write_turns_html(path: str, title: str, groups: Sequence[TurnGroup], version: str) -> None:
-    """OSError when the file cannot be written."""
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(turns_page(title, groups, version))

@@ -14,7 +14,8 @@ from typing import Any, TextIO
 
 from ...version import __version__
 from ..args import EXIT_FAILED, EXIT_OK, quiet, write_output
-from ..render.turn_html import write_turns_html
+from ..render.html import save_page
+from ..render.turn_html import turns_page
 from ..render.turns import RULE, group_json, group_lines, turn_json
 from ..spans.files import without_gc
 from ..spans.span import InputError, ReadStats
@@ -28,17 +29,9 @@ from .sources import open_spans
 CALL_OPTIONS = ("compare", "http", "waterfall", "client_timeout")
 
 
-def wants_traces(values: list[str] | None) -> bool:
-    """``--by trace`` (alone: a trace is not a key of a call)."""
-    return any(part.strip() == "trace" for value in values or () for part in value.split(","))
-
-
 def run(
     parser: argparse.ArgumentParser, args: argparse.Namespace, default: str, out: TextIO, err: TextIO
 ) -> int:
-    keys = [part.strip() for value in args.by for part in value.split(",") if part.strip()]
-    if keys != ["trace"] and set(keys) != {"trace"}:
-        parser.error("--by trace groups whole traces: give it alone")
     for name in CALL_OPTIONS:
         if getattr(args, name):
             parser.error(f"--{name.replace('_', '-')} is for calls, not with --by trace")
@@ -162,9 +155,6 @@ def compact(value: dict[str, Any]) -> str:
 
 
 def _write_html(path: str, groups: list[TurnGroup], source: str, err: TextIO) -> None:
-    try:
-        write_turns_html(path, f"openai-latency report --by trace: {source}", groups, __version__)
-    except OSError as exc:
-        print(f"openai-latency report: --html: cannot write {path}: {exc.strerror or exc}", file=err)
-    else:
-        print(f"turn waterfalls: {path} (one page, opens offline)", file=err)
+    title = f"openai-latency report --by trace: {source}"
+    page = lambda: turns_page(title, groups, __version__)  # noqa: E731
+    save_page("report", path, page, err, "turn waterfalls: {path} (one page, opens offline)")
