@@ -74,6 +74,9 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``server-metrics``          ``vllm``: vLLM's ``metrics``, when the request has ``include_metrics``;
                             or a JSON value sent verbatim (both: :mod:`.server_account`)
 ``server-queue-ms``         the ``queue_time_ms`` of vLLM's ``metrics`` (default 0)
+``server-span-parent``      with ``--export-spans``: the parent of the server's ``llm_request`` span:
+                            ``traceparent`` (default: the request's), ``lost`` (a trace of its own),
+                            ``stale`` (the right trace, a span that is not the call's)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ``tokenizer``               how usage counts the prompt's tokens: ``words`` (default: its words),
@@ -188,6 +191,7 @@ class Script:
     server_timings: str | None = None
     server_metrics: str | None = None
     server_queue: float = 0.0
+    server_span_parent: str = "traceparent"
     tokenizer: Tokenizer = "words"
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
@@ -324,6 +328,10 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "server-timings": ("server_timings", _account("llama")),
     "server-metrics": ("server_metrics", _account("vllm")),
     "server-queue-ms": ("server_queue", _ms),
+    "server-span-parent": (
+        "server_span_parent",
+        lambda k, v: _choice(k, v, ("traceparent", "lost", "stale")),
+    ),
     "tokenizer": ("tokenizer", lambda k, v: _choice(k, v, TOKENIZERS)),
 }
 

@@ -57,6 +57,11 @@ def run(
     if not turns:
         print(f"openai-latency report: no spans found in {source_text(stats)}", file=err)
         return EXIT_FAILED
+    lone = [turn for turn in turns if turn.server_only]
+    if lone and len(lone) < len(turns):  # the server's traces of their own are not the app's turns
+        turns = [turn for turn in turns if not turn.server_only]
+    else:
+        lone = []
     groups = group_turns(turns, args.slow_threshold)
     header = (
         f"openai-latency report --by trace: {len(turns)} trace(s) in {stats.spans} spans,"
@@ -67,6 +72,12 @@ def run(
         notes.append(
             f"{trace_stats.late_spans} span(s) of {len(trace_stats.late_traces)} trace(s) came more than"
             " the window after their root and were left out"
+        )
+    if lone:
+        notes.append(
+            f"{len(lone)} server span(s) ({lone[0].root}) in a trace of their own: the server did not"
+            " continue the caller's traceparent (dropped it, or a stale context); the calls they served"
+            " get no server split"
         )
     if stats.skipped_count:
         notes.append(f"skipped {stats.skipped_count} unreadable line(s); first: {stats.skipped[0]}")

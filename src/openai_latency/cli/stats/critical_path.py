@@ -95,6 +95,8 @@ class Turn:
     #: The server's split summed over the calls on the path that joined.
     server_path: ServerSplit | None = None
     notes: list[str] = field(default_factory=list)
+    #: Only server spans: the server started a trace of its own (it lost the caller's traceparent).
+    server_only: bool = False
 
     @property
     def duration(self) -> float:
@@ -288,6 +290,9 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
         segments, calls, len(trace.nodes), tree.clamped, tree.clamp_max_ns / 1e9, tree.outside,
         tree.orphans, detached, server_path,
     )  # fmt: skip
+    turn.server_only = all(node.kind == SERVER for node in trace.nodes)
+    if turn.server_only and trace.nodes:  # its root is the server's span
+        turn.root = trace.nodes[0].name
     turn.notes = turn_notes(turn, skew_bound_s)
     return turn
 
