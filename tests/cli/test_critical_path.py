@@ -118,6 +118,23 @@ def test_missing_root_runs_from_the_earliest_start_to_the_latest_end(tmp_path: P
     _assert_path_is_the_turn(turn)
 
 
+def test_a_root_whose_caller_never_exported_is_the_turn(tmp_path: Path) -> None:
+    """A service's entry span continues a traceparent whose span never arrives (a client that sends
+    the header and exports nothing): it is the turn's root, said in a note."""
+    b = TraceBuilder()
+    caller = b.span("client", 0, 2000, export=False)
+    root = b.span("GET /ask", 100, 1100, caller, kind=SpanKind.SERVER)
+    b.llm(200, STREAM, root)  # 200..600
+    turn = _turns(b, tmp_path)[trace_id(root)]
+    assert turn.root == "GET /ask" and not turn.root_missing and turn.caller_missing
+    assert turn.duration == pytest.approx(1.0)
+    assert _ms(turn.path) == {"llm": 400, "self": 600}
+    assert turn.notes == [
+        "the root's parent span never arrived (a caller that exported nothing): GET /ask is the turn"
+    ]
+    _assert_path_is_the_turn(turn)
+
+
 def test_children_of_a_parent_that_never_arrived_hang_from_the_root(tmp_path: Path) -> None:
     b = TraceBuilder()
     root = b.span("POST /ask", 0, 1000, kind=SpanKind.SERVER)

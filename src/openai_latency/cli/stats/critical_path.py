@@ -97,6 +97,8 @@ class Turn:
     notes: list[str] = field(default_factory=list)
     #: Only server spans: the server started a trace of its own (it lost the caller's traceparent).
     server_only: bool = False
+    #: The root has a parent that never arrived: a caller that sent a traceparent, exported nothing.
+    caller_missing: bool = False
 
     @property
     def duration(self) -> float:
@@ -134,10 +136,15 @@ class _Tree:
         tops = [n for n in nodes if n.kind not in (PHASE, SERVER) and n.parent_id not in by_id]
         roots = [n for n in tops if not n.parent_id]
         self.orphans = 0
+        self.caller_missing = False
         if roots:
             self.root = min(roots, key=lambda n: (n.start_ns, -n.end_ns))
             self.root_name: str | None = self.root.name
             self.orphans = len(tops) - 1
+        elif len(tops) == 1:  # the entry span of a service whose caller does not export (traceparent)
+            self.root = tops[0]
+            self.root_name = self.root.name
+            self.caller_missing = True
         else:
             start = min(n.start_ns for n in nodes)
             end = max(n.end_ns for n in nodes)
@@ -291,6 +298,7 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
         tree.orphans, detached, server_path,
     )  # fmt: skip
     turn.server_only = all(node.kind == SERVER for node in trace.nodes)
+    turn.caller_missing = tree.caller_missing
     if turn.server_only and trace.nodes:  # its root is the server's span
         turn.root = trace.nodes[0].name
     turn.notes = turn_notes(turn, skew_bound_s)
@@ -302,6 +310,10 @@ def turn_notes(turn: Turn, skew_bound_s: float = SKEW_BOUND_S) -> list[str]:
     notes = []
     if turn.root_missing:
         notes.append("root span missing: the turn runs from the earliest start to the latest end")
+    if turn.caller_missing:
+        notes.append(
+            f"the root's parent span never arrived (a caller that exported nothing): {turn.root} is the turn"
+        )
     if turn.orphans:
         notes.append(f"{turn.orphans} span(s) whose parent never arrived: attached to the root")
     if turn.clamped:
