@@ -308,3 +308,18 @@ def test_memory_holds_the_open_traces_not_the_file(tmp_path: Path) -> None:
     assert stats.late_spans == 1 and len(stats.late_traces) == 1
     assert stats.max_open_nodes <= 70  # 50 spans of window + the trace being read
     assert all(set(CATEGORIES) == set(analyze(trace).path) for trace in traces)
+
+
+def test_an_agent_frameworks_span_around_our_call_is_the_same_call(tmp_path: Path) -> None:
+    """OpenLLMetry's ``openai.response`` (``gen_ai.operation.name=chat``) around our ``chat <model>``:
+    one call, the wrapper's own time ``other``; OpenInference's tool span (``openinference.span.kind``)
+    a tool."""
+    b = TraceBuilder()
+    root = b.span("agent turn", 0, 1000, kind=SpanKind.SERVER)
+    wrapper = b.span("openai.response", 100, 520, root, attributes={"gen_ai.operation.name": "chat"})
+    b.llm(110, STREAM, wrapper)  # 110..510
+    b.span("search", 600, 900, root, attributes={"openinference.span.kind": "TOOL"})
+    turn = _turns(b, tmp_path)[trace_id(root)]
+    assert [call.name for call in turn.calls] == ["chat gpt-4o-mini"]
+    assert _ms(turn.path) == {"llm": 400, "tool": 300, "other": 20, "self": 280}
+    _assert_path_is_the_turn(turn)

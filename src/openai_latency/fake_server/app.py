@@ -170,6 +170,12 @@ class FakeApp:
         cached = self._prefixes.lookup(model, prompt) if script.prompt_cache else 0
         if cached and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
+        if script.tool_plan:  # the next tool of the plan, by the tool results the conversation holds
+            done = sum(
+                1 for m in body.get("messages") or () if isinstance(m, dict) and m.get("role") == "tool"
+            )
+            if done < len(script.tool_plan):
+                script = dataclasses.replace(script, tool_call=True, tool_name=script.tool_plan[done])
         limit = _ignore_eos_limit(body)
         if limit is not None:  # generate exactly the asked tokens, as vLLM and llama.cpp do
             script = dataclasses.replace(script, chunks=max(0, limit - script.reasoning_tokens))

@@ -38,6 +38,10 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``never``
 ``finish-reason``           default ``stop`` (``tool_calls`` with ``tool-call``)
 ``tool-call``               ``1``: chat output is a ``fake_tool`` call with streamed arguments
+                            (``{"text": "tok0 tok1 ..."}``)
+``tool-name``               the called tool's name (default ``fake_tool``)
+``tool-plan``               ``a,b,...``: an agent's loop: chat calls tool a while the conversation
+                            holds no ``tool`` message, b while it holds one, ...; then answers
 ``response-status``         Responses: ``completed``, ``failed`` (``response.failed``),
                             ``incomplete`` (``response.incomplete``)
 ``every``                   ``N:key=value,...``: every Nth request (counted on first attempts)
@@ -192,6 +196,8 @@ class Script:
     server_metrics: str | None = None
     server_queue: float = 0.0
     server_span_parent: str = "traceparent"
+    tool_name: str = "fake_tool"
+    tool_plan: tuple[str, ...] = ()
     tokenizer: Tokenizer = "words"
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
@@ -315,6 +321,8 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "usage": ("usage", lambda k, v: _choice(k, v, ("auto", "always", "never"))),
     "finish-reason": ("finish_reason", None),
     "tool-call": ("tool_call", _flag),
+    "tool-name": ("tool_name", None),
+    "tool-plan": ("tool_plan", lambda k, v: tuple(name.strip() for name in v.split(",") if name.strip())),
     "response-status": ("response_status", lambda k, v: _choice(k, v, ("completed", "failed", "incomplete"))),
     "every": ("every", lambda k, v: _every(k, v)),
     "prompt-cache": ("prompt_cache", _flag),

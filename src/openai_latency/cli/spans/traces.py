@@ -35,6 +35,8 @@ from .span import Span
 WINDOW: Final = 100_000
 TOOL_OPERATION: Final = "execute_tool"
 AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "create_agent"})
+#: OpenInference's own convention (its instrumentations set no ``gen_ai.operation.name``).
+OPENINFERENCE_KIND: Final = "openinference.span.kind"
 #: The inference server's own account on its SERVER span (vLLM's ``llm_request``, SGLang's), seconds.
 SERVER_LATENCY_PREFIX: Final = "gen_ai.latency."
 SERVER_QUEUE: Final = "gen_ai.latency.time_in_queue"
@@ -111,6 +113,12 @@ def kind_of(attributes: dict[str, Any]) -> str:
         return TOOL
     if operation in AGENT_OPERATIONS:
         return AGENT
+    if operation is None and OPENINFERENCE_KIND in attributes:
+        openinference = attributes[OPENINFERENCE_KIND]
+        if openinference == "TOOL":
+            return TOOL
+        if openinference == "AGENT":
+            return AGENT
     for key in _SERVER_KEYS:  # a few lookups, not a scan of every attribute of every span
         if key in attributes:
             return SERVER

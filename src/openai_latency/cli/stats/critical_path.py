@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..spans.traces import AGENT, LLM, PHASE, SERVER, TOOL, Node, Trace
+from ..spans.traces import AGENT, LLM, OTHER, PHASE, SERVER, TOOL, Node, Trace
 from .server_join import JOINED, ServerSplit, servers_by_call, split_call
 
 #: Clamps up to this long are clock skew between services; also the server join's tolerance.
@@ -133,6 +133,11 @@ class _Tree:
                     self.phases.setdefault(parent.span_id, []).append(node)
                     if parent.kind != LLM and parent.call is not None:
                         parent.kind = LLM  # a span of ours with phase children is an operation
+        for call_id in self.phases:  # a framework's span around our call (OpenLLMetry's
+            inner = by_id[call_id]  # openai.response): not a second call
+            outer = by_id.get(inner.parent_id) if inner.kind == LLM else None
+            if outer is not None and outer.kind == LLM and outer.span_id not in self.phases:
+                outer.kind = OTHER
         tops = [n for n in nodes if n.kind not in (PHASE, SERVER) and n.parent_id not in by_id]
         roots = [n for n in tops if not n.parent_id]
         self.orphans = 0
