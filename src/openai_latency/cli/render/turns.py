@@ -124,7 +124,8 @@ def _notes(turns: list[Turn]) -> list[str]:
     return lines
 
 
-def group_lines(group: TurnGroup) -> list[str]:
+def group_lines(group: TurnGroup, slow: bool = True) -> list[str]:
+    """The group in words; ``slow``: with its slow turns (the demo's one turn goes without)."""
     calls = (
         f"  LLM calls: {group.llm_calls} ({group.off_path_calls} off the path, overlapped;"
         f" {group.calls_in_tools} inside tools), tokens {group.input_tokens} in / {group.output_tokens} out,"
@@ -132,6 +133,8 @@ def group_lines(group: TurnGroup) -> list[str]:
     )
     rule = "p95 " if group.slow_rule == "p95" else ""
     lines = [sentence(group), *_table(group), calls, *_server_lines(group), *_notes(group.turns)]
+    if not slow:
+        return lines
     lines.append(
         f"  slow turns (>= {rule}{format_duration(group.slow_threshold)}):"
         f" {len(group.slow)} of {len(group.turns)}"
