@@ -1,11 +1,14 @@
-"""One turn end to end on the real stack: the app's span, our call and the inference server's own span
-in one trace in the real Jaeger, and ``report --jaeger ... --by trace`` splitting the call by it.
+"""One turn end to end on the real stack: the app's spans, our calls and the inference server's own
+spans in one trace in the real Jaeger, and ``report --jaeger ... --by trace`` splitting the turn and
+each call by them.
 
-The example backend under ``opentelemetry-instrument`` (FastAPI's server span, openai-latency's call),
+The example backend's ``/turn`` under ``opentelemetry-instrument`` (FastAPI's server span, a planning
+call, a tool, a SQLite query, the answer call: openai-latency's spans),
 the fake LLM server exporting its own ``llm_request`` span as vLLM does (``--export-spans``, OTLP/HTTP
 to the collector's receiver, service ``vllm``), collector/otelcol.yaml, Jaeger. The report's queue,
-prefill and decode of the call are compared with the fake server's log (±3 ms), and a request whose
-server lost the ``traceparent`` (``server-span-parent: lost``) gets no split and a note saying why.
+prefill and decode of each call are compared with the fake server's log (±3 ms), the tool's and the
+query's time with what /turn was asked for, and an ``/ask`` whose server lost the ``traceparent``
+(``server-span-parent: lost``) gets no split and a note saying why.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ SCRIPT = {
     "x-fake-chunk-delay-ms": "15",
 }
 TOLERANCE_S = 0.003
+TOOL_MS, DB_MS = 120, 30
 
 
 @dataclass
@@ -48,19 +52,22 @@ class Run:
     lost: str
 
 
-def _ask(port: int, headers: dict[str, str]) -> str:
+def _ask(port: int, headers: dict[str, str], path: str = "/ask") -> str:
     trace_id = secrets.token_hex(16)
-    query = urllib.parse.urlencode({"q": "turn", "model": "gpt-4o-mini", "stream": "true"})
+    fields = {"q": "turn", "model": "gpt-4o-mini", "stream": "true", "tool_ms": TOOL_MS, "db_ms": DB_MS}
+    query = urllib.parse.urlencode(
+        fields if path == "/turn" else {k: fields[k] for k in ("q", "model", "stream")}
+    )
     headers = {**headers, "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
-    status, body = http_get(port, f"/ask?{query}", headers, timeout=60)
+    status, body = http_get(port, f"{path}?{query}", headers, timeout=60)
     assert status == 200, body[:300]
     return trace_id
 
 
-def _complete(trace: Trace | None, server_span: bool) -> bool:
-    if trace is None or not trace.named("GET /ask") or not trace.named("chat gpt-4o-mini"):
+def _complete(trace: Trace | None, root: str, calls: int, server_spans: bool) -> bool:
+    if trace is None or not trace.named(root) or len(trace.named("chat gpt-4o-mini")) < calls:
         return False
-    return not server_span or bool(trace.named("llm_request"))
+    return not server_spans or len(trace.named("llm_request")) >= calls
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +89,13 @@ def turned(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
         run = Run(
             JaegerApi(jaeger.url),
             port,
-            _ask(backend.port, SCRIPT),
+            _ask(backend.port, SCRIPT, "/turn"),
             _ask(backend.port, {**SCRIPT, "x-fake-server-span-parent": "lost"}),
         )
 
         def in_jaeger() -> list[str]:
-            done = _complete(run.jaeger.trace(run.joined), True) and _complete(
-                run.jaeger.trace(run.lost), False
-            )
+            done = _complete(run.jaeger.trace(run.joined), "GET /turn", 2, True)
+            done = done and _complete(run.jaeger.trace(run.lost), "GET /ask", 1, False)
             return ["both"] if done else []
 
         wait_until(in_jaeger, timeout=40, what="both turns' traces in Jaeger")
@@ -111,45 +117,56 @@ def _records(port: int) -> list[RequestRecord]:
     return [RequestRecord.from_dict(item) for item in data]
 
 
-def _record_of(records: list[RequestRecord], trace_id: str) -> RequestRecord:
-    (record,) = [r for r in records if r.headers.get("traceparent", "").split("-")[1:2] == [trace_id]]
-    return record
+def _records_of(records: list[RequestRecord], trace_id: str) -> list[RequestRecord]:
+    return [r for r in records if r.headers.get("traceparent", "").split("-")[1:2] == [trace_id]]
 
 
-def test_one_trace_holds_the_app_our_call_and_the_servers_span(turned: Run) -> None:
+def test_one_trace_holds_the_app_our_calls_and_the_servers_spans(turned: Run) -> None:
     trace = turned.jaeger.trace(turned.joined)
     assert trace is not None
-    (server,) = trace.named("llm_request")
-    (call,) = trace.named("chat gpt-4o-mini")
-    (app,) = trace.named("GET /ask")
-    assert "gen_ai.latency.time_in_queue" in server.tags and "gen_ai.request.id" in server.tags
-    assert server.tags["gen_ai.latency.time_in_queue"] >= 0.030 - TOLERANCE_S
-    print(f"one trace {turned.joined}: {app.name} > {call.name} > ... > {server.name} (service vllm)")
+    servers = trace.named("llm_request")
+    calls = trace.named("chat gpt-4o-mini")
+    (app,) = trace.named("GET /turn")
+    assert len(servers) == len(calls) == 2
+    assert trace.named("execute_tool search_documents") and trace.named("SELECT documents")
+    for server in servers:
+        assert "gen_ai.latency.time_in_queue" in server.tags and "gen_ai.request.id" in server.tags
+        assert server.tags["gen_ai.latency.time_in_queue"] >= 0.030 - TOLERANCE_S
+    print(f"one trace {turned.joined}: {app.name} > 2 x {calls[0].name} > ... > {servers[0].name} (vllm)")
 
 
 def test_report_by_trace_splits_the_call_as_the_fake_servers_log_says(turned: Run) -> None:
     document = json.loads(_report(turned.jaeger.url, "--service", SERVICE, "--format", "json").stdout)
     traces = {trace["trace_id"]: trace for trace in document["traces"]}
     joined = traces[turned.joined]
-    assert joined["root"] == "GET /ask"
-    (call,) = joined["calls"]
-    assert call["server_status"] == "joined", call
-    split = call["server"]
-    record = _record_of(_records(turned.fake_port), turned.joined)
-    assert record.headers_sent_ns and record.first_token_ns and record.last_token_ns
-    log = {
-        "queue": (record.headers_sent_ns - record.received_ns) / 1e9,
-        "prefill": (record.first_token_ns - record.headers_sent_ns) / 1e9,
-        "decode": (record.last_token_ns - record.first_token_ns) / 1e9,
-    }
-    for name, seconds in log.items():
-        assert split[name] == pytest.approx(seconds, abs=TOLERANCE_S), (name, split, log)
-    assert split["queue"] >= 0.030 - TOLERANCE_S and split["prefill"] >= 0.040 - TOLERANCE_S
-    assert split["rest"] >= 0
+    assert joined["root"] == "GET /turn" and joined["llm_calls"] == 2
+    path = joined["critical_path"]
+    assert path["tool"] == pytest.approx(TOOL_MS / 1000, abs=TOLERANCE_S)
+    assert path["other"] >= DB_MS / 1000
+    records = _records_of(_records(turned.fake_port), turned.joined)
+    assert len(records) == 2
+    for call, record in zip(joined["calls"], sorted(records, key=lambda r: r.received_ns), strict=True):
+        assert call["server_status"] == "joined", call
+        split = call["server"]
+        assert record.headers_sent_ns and record.events
+        body_ns = record.events[-1][1]  # the planning call is not streamed: its body, all at once
+        first, last = record.first_token_ns or body_ns, record.last_token_ns or body_ns
+        log = {
+            "queue": (record.headers_sent_ns - record.received_ns) / 1e9,
+            "prefill": (first - record.headers_sent_ns) / 1e9,
+            "decode": (last - first) / 1e9,
+        }
+        for name, seconds in log.items():
+            assert split[name] == pytest.approx(seconds, abs=TOLERANCE_S), (name, split, log)
+        assert split["queue"] >= 0.030 - TOLERANCE_S and split["rest"] >= 0
+        print(
+            f"report --jaeger --by trace, {call['name']}: "
+            + ", ".join(f"{name} {split[name] * 1e3:.1f} ms (log {log[name] * 1e3:.1f})" for name in log)
+            + f", rest {split['rest'] * 1e3:.1f} ms"
+        )
     print(
-        "report --jaeger --by trace, the call: "
-        + ", ".join(f"{name} {split[name] * 1e3:.1f} ms (log {log.get(name, 0) * 1e3:.1f})" for name in log)
-        + f", rest {split['rest'] * 1e3:.1f} ms"
+        "the turn's path: "
+        + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in path.items() if isinstance(v, float))
     )
     lost = traces[turned.lost]
     (lost_call,) = lost["calls"]
