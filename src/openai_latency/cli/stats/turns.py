@@ -82,17 +82,32 @@ def slow_turn(turn: Turn) -> SlowTurn:
 
 
 def summarize_group(root: str, turns: Sequence[Turn], slow_threshold: float | None = None) -> TurnGroup:
-    phases = sorted({name for turn in turns for name in turn.llm_phases})
+    # one pass over the turns (73,000 of them on 1 M spans: a pass per number took 1.2 s)
+    durations: list[float] = []
+    path: dict[str, list[float]] = {name: [] for name in CATEGORIES}
+    share: dict[str, list[float]] = {name: [] for name in CATEGORIES}
+    llm_phases: dict[str, list[float]] = {}
+    for index, turn in enumerate(turns):
+        duration = (turn.end_ns - turn.start_ns) / 1e9
+        durations.append(duration)
+        for name, seconds in turn.path.items():
+            path[name].append(seconds)
+            share[name].append(seconds / duration if duration > 0 else 0.0)
+        for name, seconds in turn.llm_phases.items():
+            values = llm_phases.get(name)
+            if values is None:  # a phase first seen now: 0 in the turns before
+                values = llm_phases[name] = [0.0] * index
+            values.append(seconds)
+        for values in llm_phases.values():
+            if len(values) == index:  # a phase this turn did not have
+                values.append(0.0)
     group = TurnGroup(
         root,
         list(turns),
-        _dist(turn.duration for turn in turns),
-        {name: _dist(turn.path[name] for turn in turns) for name in CATEGORIES},
-        {
-            name: _dist(turn.path[name] / turn.duration if turn.duration > 0 else 0.0 for turn in turns)
-            for name in CATEGORIES
-        },
-        {name: _dist(turn.llm_phases.get(name, 0.0) for turn in turns) for name in phases},
+        _dist(durations),
+        {name: _dist(values) for name, values in path.items()},
+        {name: _dist(values) for name, values in share.items()},
+        {name: _dist(llm_phases[name]) for name in sorted(llm_phases)},
     )
     for turn in turns:
         for call in turn.calls:
@@ -108,7 +123,7 @@ def summarize_group(root: str, turns: Sequence[Turn], slow_threshold: float | No
             group.server_path = group.server_path or ServerSplit()
             group.server_path.add(turn.server_path)
     if slow_threshold is None:
-        group.slow_threshold = percentile(sorted(turn.duration for turn in turns), 0.95)
+        group.slow_threshold = percentile(sorted(durations), 0.95)
     else:
         group.slow_threshold, group.slow_rule = slow_threshold, "threshold"
     slow = [turn for turn in turns if turn.duration >= group.slow_threshold]
