@@ -94,11 +94,10 @@ def call_facts(span: Span, shared: Shared) -> CallFacts:
     get = attributes.get
     phases: dict[str, float] = {}
     prefix = names.PHASE_PREFIX
-    for key in attributes:
-        if key.startswith(prefix):
-            number = finite(attributes[key])
-            if number is not None:
-                phases[key[_PHASE_PREFIX_LENGTH:]] = number
+    for key in [key for key in attributes if key.startswith(prefix)]:
+        number = finite(attributes[key])
+        if number is not None:
+            phases[key[_PHASE_PREFIX_LENGTH:]] = number
     error = get(names.ERROR_TYPE)
     if error is None and span.status_error:
         error = "_OTHER"
@@ -234,8 +233,8 @@ def assemble_traces(
     open_traces: dict[str, list[Node]] = {}
     rooted: deque[tuple[int, str]] = deque()  # (span count when the root came, trace id)
     done: set[str] = set()
-    held = 0
-    count = 0
+    held = most = count = 0
+    release = -1  # the span count at which the oldest rooted trace is handed on (-1: none waits)
     for span in spans:
         count += 1
         trace_id = span.trace_id
@@ -250,16 +249,21 @@ def assemble_traces(
         held += 1
         if not span.parent_span_id:
             rooted.append((count, trace_id))
-        if held > stats.max_open_nodes:
-            stats.max_open_nodes = held
-        while rooted and rooted[0][0] + window <= count:
+            if release < 0:
+                release = count + window
+        if held > most:
+            most = held
+        while 0 <= release <= count:
             _, finished = rooted.popleft()
+            release = rooted[0][0] + window if rooted else -1
             ready = open_traces.pop(finished, None)
             if ready is not None:
                 done.add(finished)
                 held -= len(ready)
                 stats.traces += 1
+                stats.max_open_nodes = max(stats.max_open_nodes, most)
                 yield Trace(finished, ready)
+    stats.max_open_nodes = max(stats.max_open_nodes, most)
     stats.spans += count
     for trace_id, nodes in open_traces.items():
         stats.traces += 1
