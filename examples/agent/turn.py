@@ -115,7 +115,10 @@ def traced_turn(base_url: str) -> tuple[str, list[ReadableSpan]]:
         answer = asyncio.run(run_turn(provider, base_url))
     finally:
         uninstrument()
-    return answer, list(exporter.get_finished_spans())
+    spans = list(exporter.get_finished_spans())
+    exporter.clear()  # the agent SDK's instrumentation may keep the provider: not its spans
+    provider.shutdown()
+    return answer, spans
 
 
 def main(out_dir: Path = Path("out/agent")) -> int:

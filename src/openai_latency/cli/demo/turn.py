@@ -102,6 +102,8 @@ def run_turn(spans: Path, out: TextIO) -> None:
     finally:
         instrumentor.uninstrument()
     write_otlp_json(str(app_file), exporter.get_finished_spans())
+    exporter.clear()
+    provider.shutdown()
     turns = [analyze(trace) for trace in assemble_traces(read_spans([app_file, server_file], ReadStats()))]
     (group,) = group_turns([turn for turn in turns if turn.root == ROOT])  # not the warm-up's trace
     print(
