@@ -4,7 +4,8 @@
 # Its parts:
 #   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the
 #               observability-stack checks, the openai SDK's own tests instrumented, and the built
-#               wheel installed into a fresh virtual environment (no Go)
+#               wheel installed into a fresh virtual environment (no Go), and a real agent (the
+#               OpenAI Agents SDK, the agent extra: make agent-test)
 # and, with Go >= 1.24.6 (CI runs it after `make test`, see .ci/run):
 #   make stack-test  the real Collector, Jaeger v2 and Prometheus on loopback with the project's
 #               configs (scripts/build-stack.sh builds them once into ~/.cache/openai-latency)
@@ -20,8 +21,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 REALSERVER_STAMP := $(VENV)/.realserver-installed
+AGENT_STAMP := $(VENV)/.agent-installed
 
-.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test realserver-build realserver-test dist dist-check clean
+.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test realserver-build realserver-test agent-test dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -80,9 +82,18 @@ $(REALSERVER_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist,realserver]"
 	touch $(REALSERVER_STAMP)
 
+$(AGENT_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist,agent]"
+	touch $(AGENT_STAMP)
+
+# tests/agent: a real agent (the OpenAI Agents SDK, the agent extra) against the fake server; the
+# suite skips it where the extra is not installed
+agent-test: $(AGENT_STAMP)
+	bash scripts/pytest.sh $(PY) tests/agent
+
 # -k: every part runs and reports, and the target fails if any did
 test:
-	$(MAKE) -k lint matrix peer dist-check
+	$(MAKE) -k lint matrix peer dist-check agent-test
 
 # Every part always runs; the target fails if any failed.
 check:

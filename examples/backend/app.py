@@ -11,6 +11,10 @@ Endpoints:
 
 - ``GET|POST /ask?q=...&model=...&stream=true|false``: one chat completion. With ``stream=true``
   the answer is streamed back to the caller as plain text while it arrives.
+- ``GET /turn?q=...&model=...&stream=...&tool_ms=...&db_ms=...``: a small agent turn: a planning
+  call, a tool (``execute_tool search_documents``, ``tool_ms`` long), a database query (``SELECT
+  documents`` on an in-memory SQLite, ``db_ms`` long), then the answer as ``/ask`` gives it.
+  ``openai-latency report --by trace`` tells where its time went.
 - ``GET /healthz``: liveness, does not call the model.
 
 Any request header starting with ``x-fake-`` is forwarded to the LLM server unchanged: against
@@ -27,7 +31,9 @@ them. See README.md next to this file.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +41,8 @@ import fastapi
 import openai
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 DEFAULT_MODEL = os.environ.get("EXAMPLE_DEFAULT_MODEL", "gpt-4o-mini")
@@ -147,6 +155,43 @@ async def ask_get(
 @app.post("/ask")
 async def ask_post(request: Request, body: AskBody) -> Any:
     return await answer(request, body.q, body.model, body.stream)
+
+
+_documents = sqlite3.connect(":memory:", check_same_thread=False)
+_documents.executescript(
+    "CREATE TABLE documents (id INTEGER PRIMARY KEY, title TEXT);"
+    "INSERT INTO documents (title) VALUES ('Rayleigh scattering'), ('Why sunsets are red');"
+)
+SEARCH = "SELECT id, title FROM documents WHERE title LIKE ?"
+
+
+@app.get("/turn")
+async def turn(
+    request: Request,
+    q: str = "Why is the sky blue?",
+    model: str | None = None,
+    stream: bool = False,
+    tool_ms: float = 120.0,
+    db_ms: float = 30.0,
+) -> Any:
+    """A small agent turn: plan (a model call), a tool, a query, then the answer (a second call).
+    Every ``x-fake-*`` header goes to both calls."""
+    tracer = trace.get_tracer("examples.backend")
+    messages: list[Any] = [{"role": "system", "content": "Plan a search."}, {"role": "user", "content": q}]
+    try:
+        await client().chat.completions.create(
+            model=model or DEFAULT_MODEL, messages=messages, extra_headers=forwarded_headers(request)
+        )
+    except openai.APIError as exc:
+        return error_response(exc)
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_documents"}
+    with tracer.start_as_current_span("execute_tool search_documents", attributes=tool):
+        await asyncio.sleep(tool_ms / 1000)  # a search service's time
+    query = {"db.system.name": "sqlite", "db.operation.name": "SELECT", "db.query.text": SEARCH}
+    with tracer.start_as_current_span("SELECT documents", kind=SpanKind.CLIENT, attributes=query):
+        titles = [row[1] for row in _documents.execute(SEARCH, ("%%",))]
+        await asyncio.sleep(db_ms / 1000)  # a database across the network
+    return await answer(request, f"{q} (documents: {'; '.join(titles)})", model, stream)
 
 
 @app.get("/healthz")

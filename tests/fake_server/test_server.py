@@ -611,3 +611,27 @@ def test_the_endpoint_table_is_the_routing(server: FakeServer) -> None:
         assert response.status == 200, (name, data)
         assert response.getheader("content-type") == "application/json", name
     assert route("GET", "/v1/models/a/b") is None and route("DELETE", "/v1/models") is None
+
+
+def test_tool_plan_calls_the_next_tool_by_the_results_in_the_conversation(server: FakeServer) -> None:
+    """``tool-plan: a,b``: an agent's loop, stateless: the tool results already in the conversation
+    say which tool comes next, then the answer."""
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    headers = {"x-fake-tool-plan": "search,fetch"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    called = []
+    for _ in range(3):
+        message = (
+            client.chat.completions.create(model="m", messages=messages, extra_headers=headers)
+            .choices[0]
+            .message
+        )  # type: ignore[arg-type]
+        if not message.tool_calls:
+            break
+        (call,) = message.tool_calls
+        called.append(call.function.name)  # type: ignore[union-attr]
+        messages += [
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "ok"},
+        ]
+    assert called == ["search", "fetch"] and message.content == "tok0 tok1 tok2 tok3 tok4"

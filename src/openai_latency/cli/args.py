@@ -111,17 +111,36 @@ def count_list(text: str) -> list[int]:
     return values
 
 
-def add_by_option(parser: argparse.ArgumentParser, keys: Sequence[str], default: str) -> None:
-    """``--by``, report's and compare's: grouping keys, comma-separated or repeated, or ``none``."""
+#: ``--by trace``: whole traces, not calls (report's and compare's; DESIGN.md §12).
+BY_TRACE = "trace"
+BY_TRACE_HELP = "; or 'trace' alone: where each whole trace's time went (its critical path)"
+
+
+def add_by_option(
+    parser: argparse.ArgumentParser, keys: Sequence[str], default: str, also: str = BY_TRACE_HELP
+) -> None:
+    """``--by``, report's and compare's: grouping keys, comma-separated or repeated, or ``none``;
+    ``also``: the rest of the help (``trace`` by default)."""
     parser.add_argument(
         "--by",
         action="append",
         metavar="KEYS",
         help=(
             f"group calls by these keys, comma-separated or repeated: {', '.join(keys)}, or 'none' for"
-            f" one group (default: {default})"
+            f" one group (default: {default}){also}"
         ),
     )
+
+
+def wants_traces(parser: argparse.ArgumentParser, values: list[str] | None) -> bool:
+    """``--by trace``: whole traces. A usage error when it comes with call keys: a trace is not a key
+    of a call."""
+    items = {part.strip() for value in values or () for part in value.split(",")} - {""}
+    if BY_TRACE not in items:
+        return False
+    if items != {BY_TRACE}:
+        parser.error("--by trace groups whole traces: give it alone")
+    return True
 
 
 def by_keys(

@@ -29,6 +29,7 @@ from .prefix_cache import PrefixCache
 from .protocol import AlpnSwitch, Connection
 from .records import Outcome, RecordLog, RequestRecord
 from .script import ErrorSpec, Script, ScriptError, error_for_status, normalize_defaults, parse_script
+from .server_spans import ServerSpans
 
 try:  # HTTP/2 needs the optional ``h2`` package
     from . import h2_protocol
@@ -65,6 +66,9 @@ class FakeApp:
         self._capacity = Capacity()  # for ``capacity``
         self.canned: collections.deque[payloads.Canned] = collections.deque()
         """Responses for the next requests, written as given (:meth:`FakeServer.enqueue`)."""
+        self.server_spans: ServerSpans | None = None
+        """``--export-spans``: each request's ``llm_request`` span (:mod:`.server_spans`)."""
+        self._span_parents: dict[str, str] = {}  # request id -> ``server-span-parent``
         self._debug_routes: dict[tuple[str, str], Callable[[str, float], Awaitable[DebugResult]]] = {
             ("POST", "/_fake/reset"): self._reset,
             ("GET", "/_fake/log"): self._log,
@@ -114,7 +118,11 @@ class FakeApp:
             else:
                 conn.abort()
         finally:
-            self.log.finish(record, outcome, time.perf_counter_ns())
+            finished_ns = time.perf_counter_ns()
+            if self.server_spans is not None:  # queued before the log says finished: flush_spans
+                parent = self._span_parents.pop(record.request_id, "traceparent")
+                self.server_spans.add(record, parent, outcome, finished_ns)
+            self.log.finish(record, outcome, finished_ns)
 
     async def _respond(self, conn: ResponseWriter, req: Request, record: RequestRecord) -> Outcome:
         if self.canned:
@@ -126,6 +134,8 @@ class FakeApp:
             overrides = self._every(script, record, req.headers.get("traceparent"))
             if overrides:
                 script = parse_script({**raw_defaults, **req.script, **overrides})
+            if self.server_spans is not None:
+                self._span_parents[record.request_id] = script.server_span_parent
         except ScriptError as exc:
             spec = ErrorSpec(400, "invalid_request_error", "invalid_fake_script", exc.key, str(exc))
             return await respond.send_json(conn, record, Script(), 400, spec.body(""))
@@ -160,6 +170,12 @@ class FakeApp:
         cached = self._prefixes.lookup(model, prompt) if script.prompt_cache else 0
         if cached and script.cached_ttft is not None:
             script = dataclasses.replace(script, ttft=script.cached_ttft)
+        if script.tool_plan:  # the next tool of the plan, by the tool results the conversation holds
+            done = sum(
+                1 for m in body.get("messages") or () if isinstance(m, dict) and m.get("role") == "tool"
+            )
+            if done < len(script.tool_plan):
+                script = dataclasses.replace(script, tool_call=True, tool_name=script.tool_plan[done])
         limit = _ignore_eos_limit(body)
         if limit is not None:  # generate exactly the asked tokens, as vLLM and llama.cpp do
             script = dataclasses.replace(script, chunks=max(0, limit - script.reasoning_tokens))

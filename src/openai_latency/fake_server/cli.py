@@ -14,6 +14,7 @@ from typing import NoReturn
 from . import script as script_module
 from .script import SCRIPT_KEYS, ScriptError
 from .server import FakeServer
+from .server_spans import SERVICE
 
 
 def _plain(text: str) -> str:
@@ -96,6 +97,16 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="serve HTTPS with this PEM certificate chain (and HTTP/2 by ALPN if h2 is installed)",
     )
     parser.add_argument("--keyfile", help="private key for --certfile")
+    parser.add_argument(
+        "--export-spans",
+        metavar="DEST",
+        help="export each request's own span as vLLM does (llm_request, gen_ai.latency.*, a child of"
+        " the request's traceparent): to an OTLP/HTTP endpoint (http://host:4318) or a file (OTLP JSON"
+        " lines); see the script key server-span-parent",
+    )
+    parser.add_argument(
+        "--span-service", default=SERVICE, help="service.name of those spans (default: %(default)s)"
+    )
     script = parser.add_argument_group("script defaults (a request's x-fake-<key> header overrides each)")
     docs = key_docs()
     for key in SCRIPT_KEYS:
@@ -133,7 +144,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         except (OSError, ssl.SSLError) as exc:
             return _fail(parser, f"cannot load the certificate {args['certfile']}: {exc.strerror or exc}")
     try:
-        server = FakeServer(args["host"], args["port"], ssl_context=context, defaults=defaults)
+        server = FakeServer(
+            args["host"],
+            args["port"],
+            ssl_context=context,
+            defaults=defaults,
+            export_spans=args["export_spans"],
+            span_service=args["span_service"],
+        )
     except ScriptError as exc:
         return _fail(parser, str(exc))
     try:

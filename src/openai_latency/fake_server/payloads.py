@@ -206,7 +206,7 @@ def chat_json(out: Output, n: int) -> JSON:
     message: JSON = {"role": "assistant", "content": out.text, "refusal": None, "annotations": []}
     if out.script.tool_call:
         message["content"] = None
-        call = {"name": "fake_tool", "arguments": "".join(_tool_arguments(out.words))}
+        call = {"name": out.script.tool_name, "arguments": "".join(_tool_arguments(out.words))}
         message["tool_calls"] = [{"id": f"call_{out.id}", "type": "function", "function": call}]
     if (reasoning_field := out.chat_reasoning_field) is not None:
         message[reasoning_field] = out.reasoning_text
@@ -244,7 +244,7 @@ def chat_stream(out: Output, include_usage: bool) -> StreamPlan:
         content = [
             choice(
                 f'{{"tool_calls":[{{"index":0,"id":"call_{out.id}","type":"function",'
-                f'"function":{{"name":"fake_tool","arguments":{dumps(pieces[0])}}}}}]}}'
+                f'"function":{{"name":{dumps(out.script.tool_name)},"arguments":{dumps(pieces[0])}}}}}]}}'
             )
         ]
         content += [

@@ -38,6 +38,10 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``never``
 ``finish-reason``           default ``stop`` (``tool_calls`` with ``tool-call``)
 ``tool-call``               ``1``: chat output is a ``fake_tool`` call with streamed arguments
+                            (``{"text": "tok0 tok1 ..."}``)
+``tool-name``               the called tool's name (default ``fake_tool``)
+``tool-plan``               ``a,b,...``: an agent's loop: chat calls tool a while the conversation
+                            holds no ``tool`` message, b while it holds one, ...; then answers
 ``response-status``         Responses: ``completed``, ``failed`` (``response.failed``),
                             ``incomplete`` (``response.incomplete``)
 ``every``                   ``N:key=value,...``: every Nth request (counted on first attempts)
@@ -74,6 +78,9 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
 ``server-metrics``          ``vllm``: vLLM's ``metrics``, when the request has ``include_metrics``;
                             or a JSON value sent verbatim (both: :mod:`.server_account`)
 ``server-queue-ms``         the ``queue_time_ms`` of vLLM's ``metrics`` (default 0)
+``server-span-parent``      with ``--export-spans``: the parent of the server's ``llm_request`` span:
+                            ``traceparent`` (default: the request's), ``lost`` (a trace of its own),
+                            ``stale`` (the right trace, a span that is not the call's)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
 ``tokenizer``               how usage counts the prompt's tokens: ``words`` (default: its words),
@@ -188,6 +195,9 @@ class Script:
     server_timings: str | None = None
     server_metrics: str | None = None
     server_queue: float = 0.0
+    server_span_parent: str = "traceparent"
+    tool_name: str = "fake_tool"
+    tool_plan: tuple[str, ...] = ()
     tokenizer: Tokenizer = "words"
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
@@ -311,6 +321,8 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "usage": ("usage", lambda k, v: _choice(k, v, ("auto", "always", "never"))),
     "finish-reason": ("finish_reason", None),
     "tool-call": ("tool_call", _flag),
+    "tool-name": ("tool_name", None),
+    "tool-plan": ("tool_plan", lambda k, v: tuple(name.strip() for name in v.split(",") if name.strip())),
     "response-status": ("response_status", lambda k, v: _choice(k, v, ("completed", "failed", "incomplete"))),
     "every": ("every", lambda k, v: _every(k, v)),
     "prompt-cache": ("prompt_cache", _flag),
@@ -324,6 +336,10 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "server-timings": ("server_timings", _account("llama")),
     "server-metrics": ("server_metrics", _account("vllm")),
     "server-queue-ms": ("server_queue", _ms),
+    "server-span-parent": (
+        "server_span_parent",
+        lambda k, v: _choice(k, v, ("traceparent", "lost", "stale")),
+    ),
     "tokenizer": ("tokenizer", lambda k, v: _choice(k, v, TOKENIZERS)),
 }
 

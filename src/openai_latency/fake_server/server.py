@@ -24,6 +24,7 @@ from .app import HTTP2_AVAILABLE, FakeApp
 from .payloads import Canned
 from .records import RecordLog, RequestRecord
 from .script import normalize_defaults
+from .server_spans import SERVICE, ServerSpans
 
 #: How long ``records()``/``record()``/``last_record()`` wait, by default, for requests in flight to finish
 #: (the client can see the last byte a moment before the server has logged it).
@@ -50,7 +51,11 @@ class FakeServer:
         ssl_context: ssl.SSLContext | None = None,
         defaults: Mapping[str, object] | None = None,
         http2: bool = True,
+        export_spans: str | None = None,
+        span_service: str = SERVICE,
     ) -> None:
+        """``export_spans``: an OTLP/HTTP URL or a file, for each request's ``llm_request`` span
+        (:mod:`.server_spans`), its ``service.name`` ``span_service``."""
         self.host = host
         self._requested_port = port
         self._ssl = ssl_context
@@ -60,6 +65,8 @@ class FakeServer:
         if ssl_context is not None:
             ssl_context.set_alpn_protocols(["h2", "http/1.1"] if self.http2 else ["http/1.1"])
         self._app = FakeApp(self._log, defaults, http2=self.http2)
+        if export_spans:
+            self._app.server_spans = ServerSpans(export_spans, span_service)
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -128,6 +135,8 @@ class FakeServer:
         thread.join()
         self._thread = None
         self._loop = None
+        if self._app.server_spans is not None:
+            self._app.server_spans.close()
 
     def __enter__(self) -> FakeServer:
         self.start()
@@ -174,6 +183,13 @@ class FakeServer:
         """Forget every record (connection ids keep counting)."""
         self._log.clear()
 
+    def flush_spans(self) -> None:
+        """With ``export_spans``: return once the spans of the requests so far were sent (those in
+        flight: once they have finished, up to ``DEFAULT_WAIT``)."""
+        if self._app.server_spans is not None:
+            self._log.snapshot(DEFAULT_WAIT)
+            self._app.server_spans.flush()
+
     def enqueue(self, canned: Canned) -> None:
         """The next request gets ``canned`` as it is, whatever it asks (in-process servers only)."""
         self._app.canned.append(canned)
@@ -190,11 +206,19 @@ class FakeServer:
         timeout: float = 20.0,
         certfile: str | None = None,
         keyfile: str | None = None,
+        export_spans: str | None = None,
     ) -> SpawnedServer:
         """Run the server in a subprocess (off the client's GIL); use as a context manager.
 
         ``certfile``/``keyfile`` (PEM) serve HTTPS, with HTTP/2 by ALPN when ``h2`` is installed."""
-        return SpawnedServer(defaults, host=host, timeout=timeout, certfile=certfile, keyfile=keyfile)
+        return SpawnedServer(
+            defaults,
+            host=host,
+            timeout=timeout,
+            certfile=certfile,
+            keyfile=keyfile,
+            export_spans=export_spans,
+        )
 
 
 def _source_root() -> str:
@@ -213,11 +237,14 @@ class SpawnedServer:
         timeout: float = 20.0,
         certfile: str | None = None,
         keyfile: str | None = None,
+        export_spans: str | None = None,
     ) -> None:
         args = [sys.executable, "-m", "openai_latency.fake_server", "--host", host, "--port", "0"]
         if certfile:
             args += ["--certfile", certfile] + (["--keyfile", keyfile] if keyfile else [])
         self._tls = bool(certfile)
+        if export_spans:  # sent by the child; all of them once it has stopped
+            args += ["--export-spans", export_spans]
         for key, value in normalize_defaults(defaults).items():
             args += [f"--{key}", value]
         env = dict(os.environ)

@@ -111,6 +111,14 @@ def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_p
     assert no_docker < text.index(f"openai-latency report {out} --waterfall 5") < text.index("With Docker:")
     assert no_docker < text.index("OTEL_TRACES_EXPORTER=console") < text.index("docker run")
     assert "Span trees:" not in text  # only with --trees
+    # it ends with one agent turn's breakdown: the path by category, the calls, the server's split
+    ending = text[text.index("One turn of a small agent") :]
+    sentence = next(line.strip() for line in ending.splitlines() if line.strip().startswith("POST /ask p50"))
+    for part in ("model", "first_token", "tools", "other spans", "own code"):
+        assert part in sentence, sentence
+    assert "LLM calls: 4 (1 off the path, overlapped; 0 inside tools)" in ending
+    assert "server's own span joined for 4 of 4 calls; on the path" in ending
+    assert "--by trace" in ending and ending.index("--by trace") < ending.index("POST /ask p50")
     reread = run_cli(["report", str(out), "--format", "json"])
     assert reread.code == 0, reread.err
     groups = {g["key"]["target"]: g for g in reread.json()["groups"]}

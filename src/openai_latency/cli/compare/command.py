@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from ...version import __version__
-from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, write_output
+from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, wants_traces, write_output
 from ..render.tables import table
 from ..render.verdict import method, method_json, ms, sentences, verdict_json, verdict_rows
 from ..spans.calls import Call
@@ -20,9 +20,11 @@ from ..spans.files import without_gc
 from ..spans.names import GROUP_KEYS
 from ..spans.span import InputError, ReadStats
 from ..stats.groups import DEFAULT_BY_TEXT, Group, default_by, group
+from ..stats.turns import TURN_METRICS
 from ..stats.verdict import Verdict, compare
 from .conditions import Condition, find_estimate, parse_condition
 from .inputs import Source, open_side
+from .traces import run as run_by_trace
 
 
 def _parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser:
@@ -54,7 +56,8 @@ def _parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser:
         metavar="CONDITION",
         help=(
             "exit 1 when this holds and its 95%% interval excludes zero, repeatable: 'ttft.p95>+10%%',"
-            " 'e2e.p50>+50ms', 'tpot.p50>+2ms', 'error_rate>+1pp' (METRIC: ttft, ttft_answer, e2e, tpot)"
+            " 'e2e.p50>+50ms', 'tpot.p50>+2ms', 'error_rate>+1pp' (METRIC: ttft, ttft_answer, e2e, tpot;"
+            " with --by trace: duration, llm, tool, other, self: 'duration.p95>+20%%', 'self.p50>+50ms')"
         ),
     )
     parser.add_argument(
@@ -140,6 +143,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = _parser(out, err)
     args = parser.parse_args(argv)
+    if wants_traces(parser, args.by):  # whole traces: turns by root name
+        return run_by_trace(parser, args, out, err)
+    for condition in args.fail_if:
+        if condition.metric in TURN_METRICS:
+            parser.error(f"--fail-if {condition.text!r}: {condition.metric} is a turn's: needs --by trace")
     keys = by_keys(parser, args.by, GROUP_KEYS)
     sides = [_read("baseline", args.baseline, err), _read("current", args.current, err)]
     if sides[0] is None or sides[1] is None:

@@ -1,7 +1,8 @@
 """``--fail-if``: a condition on a verdict that fails the run (exit 1) when it holds *and* the 95 %
 interval of the difference excludes zero.
 
-``METRIC.STAT OP CHANGE``: METRIC one of ttft, ttft_answer, e2e, tpot; STAT p50 or p95; OP ``>``
+``METRIC.STAT OP CHANGE``: METRIC one of ttft, ttft_answer, e2e, tpot (with ``--by trace``:
+duration, llm, tool, other, self, seconds per turn); STAT p50 or p95; OP ``>``
 (current above baseline by more than CHANGE) or ``<`` (below, by more than CHANGE: give a negative
 CHANGE); CHANGE ``+10%`` (of the baseline's value), ``+50ms``, ``+0.2s``. ``error_rate OP CHANGEpp``:
 percentage points of the error rate.
@@ -13,6 +14,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
+from ..stats.turns import TURN_METRICS
 from ..stats.verdict import Estimate, Verdict
 
 TIME_METRICS = ("ttft", "ttft_answer", "e2e", "tpot")
@@ -50,10 +52,11 @@ def parse_condition(text: str) -> Condition:
     if rate:
         return Condition(text.strip(), "error_rate", "rate", rate["op"], float(rate["value"]) / 100)
     match = _TIME.match(text)
-    if not match or match["metric"] not in TIME_METRICS:
+    if not match or match["metric"] not in (*TIME_METRICS, *TURN_METRICS):
         raise argparse.ArgumentTypeError(
             f"expected METRIC.STAT>CHANGE like 'ttft.p95>+10%', 'e2e.p50>+50ms' or 'error_rate>+1pp'"
-            f" (METRIC: {', '.join(TIME_METRICS)}; STAT: p50, p95; OP: > or <), got {text!r}"
+            f" (METRIC: {', '.join(TIME_METRICS)}, or with --by trace {', '.join(TURN_METRICS)};"
+            f" STAT: p50, p95; OP: > or <), got {text!r}"
         )
     value, unit = float(match["value"]), match["unit"]
     if unit == "%":

@@ -7,7 +7,9 @@ side with ``openai-latency bench``: the
 table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote, with the
 commands that reread it or send the same spans to Jaeger (a collector configuration written next to
 the file replays it with the contrib collector's ``otlpjsonfile`` receiver). ``--trees`` adds four
-single calls drawn as span trees.
+single calls drawn as span trees. It ends with one agent turn's breakdown (:mod:`.turn`): the
+critical path of a turn of several calls, a tool and a query, each call split by the model server's
+own span.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ DESCRIPTION = (
     "The whole story in half a minute, on fake servers on 127.0.0.1: no API key, no network, no Docker."
     " Two local OpenAI-compatible endpoints (one slow to the first token, one with a slow network and an"
     " occasional 429), a few failures, benchmarked side by side with openai-latency bench: the verdict,"
-    " the table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote."
+    " the table, the triage, a waterfall of the slowest call, and the OTLP JSON file it wrote; then one"
+    " agent turn: where its time went, the model server's own spans joined."
 )
 MODEL = "gpt-4o-mini"
 #: The endpoints: name -> fake server script (server-wide defaults; see ``fake-server --help``).
@@ -126,6 +129,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
         print(file=out)
         run_trees(out)
+    from .turn import run_turn
+
+    run_turn(Path(spans).resolve(), out)
     print(f"\n(demo took {time.monotonic() - started:.1f} s)", file=out)
     return EXIT_OK
 

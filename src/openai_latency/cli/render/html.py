@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import importlib.resources
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from ..spans.calls import Call
@@ -83,14 +83,6 @@ def html_page(
     )
 
 
-def write_html(
-    path: str, title: str, notes: Sequence[str], calls: Sequence[Call], version: str, knee: Knee | None = None
-) -> None:
-    """The page to ``path``; OSError when it cannot be written."""
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(html_page(title, notes, calls, version, knee))
-
-
 def write_page(
     command: str,
     path: str,
@@ -103,13 +95,28 @@ def write_page(
 ) -> bool:
     """``--html`` of every command (bench, report, compare): the page to ``path``, and one line on
     ``err`` saying where it is, or why it was not written (no plotly, a path that cannot be written)."""
+    return save_page(
+        command,
+        path,
+        lambda: html_page(title, notes, calls, version, knee),
+        err,
+        "charts: {path} (one self-contained page, opens offline)",
+    )
+
+
+def save_page(command: str, path: str, page: Callable[[], str], err: TextIO, done: str) -> bool:
+    """The one writer of every ``--html`` page (the charts, ``report --by trace``'s waterfalls): the
+    text of ``page()`` to ``path``, then ``done`` (``{path}`` filled in) on ``err``, or why it was not
+    written (no plotly, a path that cannot be written)."""
     try:
-        write_html(path, title, notes, calls, version, knee)
+        text = page()
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
     except MissingPlotly as exc:
         print(f"openai-latency {command}: {exc}", file=err)
     except OSError as exc:
         print(f"openai-latency {command}: --html: cannot write {path}: {exc.strerror or exc}", file=err)
     else:
-        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
+        print(done.format(path=path), file=err)
         return True
     return False

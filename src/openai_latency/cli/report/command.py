@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .. import args as arguments
-from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, write_output
+from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, wants_traces, write_output
 from ..render.triage import triage_lines
 from ..render.waterfall import waterfall_json, waterfall_lines
 from ..spans.calls import Call, Collected
@@ -33,6 +33,7 @@ from ..stats.groups import DEFAULT_BY_TEXT, default_by, group, summarize
 from ..stats.triage import slow_limit, triage
 from .output import compare_lines, group_lines, header_lines, json_report, source_text
 from .sources import add_source_arguments, open_spans
+from .traces import run as run_by_trace
 
 DEFAULT_INPUT = "out/otlp"
 
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     parser = _parser(out, err)
     args = parser.parse_args(argv)
+    if wants_traces(parser, args.by):  # whole traces: where each turn's time went
+        return run_by_trace(parser, args, DEFAULT_INPUT, out, err)
     keys = by_keys(parser, args.by, GROUP_KEYS)
     stats = ReadStats()
     try:

@@ -102,8 +102,26 @@ def decode_line(line: bytes) -> list[Span] | None:
                     if key is None:
                         continue
                     value = item.value
-                    text = value.stringValue if value is not None else None
-                    attributes[key] = text if text is not None else _value(value)
+                    if value is None:
+                        attributes[key] = None
+                        continue
+                    text = value.stringValue
+                    if text is not None:
+                        attributes[key] = text
+                        continue
+                    flag = value.boolValue
+                    if flag is not None:
+                        attributes[key] = flag
+                        continue
+                    whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
+                    if whole is None:
+                        number = value.doubleValue  # the phases' seconds
+                        attributes[key] = number if number.__class__ is float else _value(value)
+                        continue
+                    try:
+                        attributes[key] = int(whole)
+                    except ValueError:
+                        attributes[key] = None
                 code = raw.status.code if raw.status is not None else None
                 append(
                     Span(

@@ -1,0 +1,270 @@
+"""Spans -> whole traces (``report --by trace``): every span of a trace as a compact :class:`Node`,
+a trace handed on once it is complete.
+
+A span's *kind* is all the critical path needs of its attributes (:func:`kind_of`): one of our
+operation spans (``llm``: an LLM call, whose phases and server spans stay below it), a phase span of
+one (``phase``), a tool (``gen_ai.operation.name=execute_tool``), an agent framework's own span
+(``invoke_agent``, ``create_agent``: the application's code), an inference server's own span
+(``server``: vLLM's ``llm_request`` and SGLang's, recognised by any of the ``gen_ai.latency.*``
+attributes of :data:`SERVER_FIELDS`)
+or anything else (``other``: DB, HTTP, queues).
+
+Memory: the readers stream spans in file order, and a trace's spans may be spread over a whole file
+(exporters write spans as they end, traces interleaved). :func:`assemble_traces` keeps only the
+nodes of the traces still open: a trace is handed on when its root span (no parent) has arrived and
+:data:`WINDOW` more spans have been read after it (the late spans of other services' exporters:
+the server's batch, a sibling process). A span that comes for a trace already handed on is counted
+(:attr:`TraceReadStats.late_spans`) and left out, never made into a second, partial trace. Traces
+whose root never comes (a file holding part of a trace) are handed on at the end. So memory is
+bounded by the traces open within the window, and the largest trace, not by the file; one trace id
+per finished trace is kept to recognise late spans.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import names
+from .calls import Shared, finite, is_operation
+from .span import Span
+
+#: Spans read after a trace's root before the trace is handed on.
+WINDOW: Final = 100_000
+TOOL_OPERATION: Final = "execute_tool"
+AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "create_agent"})
+#: OpenInference's own convention (its instrumentations set no ``gen_ai.operation.name``).
+OPENINFERENCE_KIND: Final = "openinference.span.kind"
+#: The inference server's own account on its SERVER span (vLLM's ``llm_request``, SGLang's), seconds.
+SERVER_LATENCY_PREFIX: Final = "gen_ai.latency."
+SERVER_QUEUE: Final = "gen_ai.latency.time_in_queue"
+SERVER_TTFT: Final = "gen_ai.latency.time_to_first_token"
+SERVER_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
+SERVER_DECODE: Final = "gen_ai.latency.time_in_model_decode"
+SERVER_INFERENCE: Final = "gen_ai.latency.time_in_model_inference"
+SERVER_E2E: Final = "gen_ai.latency.e2e"
+SERVER_FIELDS: Final = (
+    ("queue", SERVER_QUEUE),
+    ("ttft", SERVER_TTFT),
+    ("prefill", SERVER_PREFILL),
+    ("decode", SERVER_DECODE),
+    ("inference", SERVER_INFERENCE),
+    ("e2e", SERVER_E2E),
+)
+
+_SERVER_KEYS: Final = tuple(key for _, key in SERVER_FIELDS)
+
+LLM: Final = "llm"
+PHASE: Final = "phase"
+TOOL: Final = "tool"
+AGENT: Final = "agent"
+SERVER: Final = "server"
+OTHER: Final = "other"
+
+
+@dataclass(slots=True)
+class CallFacts:
+    """What a turn needs of an LLM call's own attributes (not :class:`~.calls.Call`'s every field:
+    reading those was 15 % of ``report --by trace``)."""
+
+    phases: dict[str, float]
+    error_type: str | None
+    retry_reasons: tuple[str, ...]
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+_PHASE_PREFIX_LENGTH: Final = len(names.PHASE_PREFIX)
+
+
+def _count(value: Any) -> int | None:
+    if value.__class__ is int:
+        return int(value)
+    if isinstance(value, str) and value.isdigit():  # OTLP JSON's intValue is a string
+        return int(value)
+    return None
+
+
+def call_facts(span: Span, shared: Shared) -> CallFacts:
+    """An operation span's :class:`CallFacts` (phases from its ``openai_latency.phase.*``, replaced by
+    its phase spans when they come)."""
+    attributes = span.attributes
+    get = attributes.get
+    phases: dict[str, float] = {}
+    prefix = names.PHASE_PREFIX
+    for key in [key for key in attributes if key.startswith(prefix)]:
+        number = finite(attributes[key])
+        if number is not None:
+            phases[key[_PHASE_PREFIX_LENGTH:]] = number
+    error = get(names.ERROR_TYPE)
+    if error is None and span.status_error:
+        error = "_OTHER"
+    reasons = get(names.RETRY_ERROR_TYPES)
+    output_tokens = get(names.OUTPUT_TOKENS)
+    if output_tokens is None:
+        output_tokens = get(names.BENCH_OUTPUT_CHUNKS)
+    return CallFacts(
+        phases,
+        None if error is None else shared.text(str(error)),
+        tuple(str(item) for item in reasons) if isinstance(reasons, (list, tuple)) else (),
+        _count(get(names.INPUT_TOKENS)),
+        _count(output_tokens),
+    )
+
+
+@dataclass(slots=True)
+class Node:
+    """One span of a trace, as much of it as the critical path needs."""
+
+    span_id: str
+    parent_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: str
+    service: str | None = None
+    error: bool = False
+    #: The phase of a ``phase`` node (``network_wait``...).
+    phase: str | None = None
+    #: The call of an ``llm`` node (tokens, retries, error, phases from its attributes).
+    call: CallFacts | None = None
+    #: The server's account of a ``server`` node (seconds by short name, :data:`SERVER_FIELDS`).
+    server: dict[str, float] | None = None
+    #: ``http.request.resend_count`` of an ``llm`` node (retries taken).
+    retries: int = 0
+
+
+@dataclass(slots=True)
+class Trace:
+    trace_id: str
+    nodes: list[Node]
+
+
+@dataclass
+class TraceReadStats:
+    traces: int = 0
+    #: Spans that came for a trace already handed on (more than :data:`WINDOW` spans after its root).
+    late_spans: int = 0
+    #: The most nodes held at once (the memory bound, in spans).
+    max_open_nodes: int = 0
+    spans: int = 0
+    late_traces: set[str] = field(default_factory=set)
+
+
+def kind_of(attributes: dict[str, Any]) -> str:
+    """The node's kind from the span's own attributes (an ``other`` span with phase children is
+    made ``llm`` later, by the tree)."""
+    if attributes.get(names.PHASE).__class__ is str:
+        return PHASE
+    operation = attributes.get(names.OPERATION_NAME)
+    if operation == TOOL_OPERATION:
+        return TOOL
+    if operation in AGENT_OPERATIONS:
+        return AGENT
+    if operation is None and OPENINFERENCE_KIND in attributes:
+        openinference = attributes[OPENINFERENCE_KIND]
+        if openinference == "TOOL":
+            return TOOL
+        if openinference == "AGENT":
+            return AGENT
+    for key in _SERVER_KEYS:  # a few lookups, not a scan of every attribute of every span
+        if key in attributes:
+            return SERVER
+    if is_operation(attributes):
+        return LLM
+    return OTHER
+
+
+def server_fields(attributes: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for short, key in SERVER_FIELDS:
+        value = attributes.get(key)
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            out[short] = float(value)
+    return out
+
+
+def to_node(span: Span, shared: Shared) -> Node:
+    attributes = span.attributes
+    kind = kind_of(attributes)
+    node = Node(
+        span.span_id,
+        span.parent_span_id,
+        shared.text(span.name),
+        span.start_ns,
+        span.end_ns,
+        kind,
+        shared.optional(span.service),
+        span.status_error or names.ERROR_TYPE in attributes,
+    )
+    if kind == PHASE:
+        node.phase = shared.text(attributes[names.PHASE])
+    elif kind == LLM or (kind == OTHER and _may_be_call(attributes)):
+        node.call = call_facts(span, shared)
+        resend = attributes.get(names.RESEND_COUNT)
+        if isinstance(resend, str) and resend.isdigit():
+            resend = int(resend)
+        if isinstance(resend, int) and not isinstance(resend, bool) and resend > 0:
+            node.retries = resend
+    elif kind == SERVER:
+        node.server = server_fields(attributes)
+    return node
+
+
+def _may_be_call(attributes: dict[str, Any]) -> bool:
+    """A span of a GenAI instrumentation without operation attributes: an operation if phase spans
+    turn up below it (see :func:`~.collect.collect_calls`)."""
+    return any(key.startswith(names.OUR_PREFIXES) for key in attributes)
+
+
+def assemble_traces(
+    spans: Iterable[Span], stats: TraceReadStats | None = None, window: int = WINDOW
+) -> Iterator[Trace]:
+    """Every trace of ``spans``, each once, as soon as it is complete (see the module docstring)."""
+    stats = stats if stats is not None else TraceReadStats()
+    shared = Shared()
+    open_traces: dict[str, list[Node]] = {}
+    rooted: deque[tuple[int, str]] = deque()  # (span count when the root came, trace id)
+    done: set[str] = set()
+    held = most = count = 0
+    release = -1  # the span count at which the oldest rooted trace is handed on (-1: none waits)
+    for span in spans:
+        count += 1
+        trace_id = span.trace_id
+        nodes = open_traces.get(trace_id)
+        if nodes is None:
+            if trace_id in done:
+                stats.late_spans += 1
+                stats.late_traces.add(trace_id)
+                continue
+            nodes = open_traces[trace_id] = []
+        nodes.append(to_node(span, shared))
+        held += 1
+        if not span.parent_span_id:
+            rooted.append((count, trace_id))
+            if release < 0:
+                release = count + window
+        if held > most:
+            most = held
+        while 0 <= release <= count:
+            _, finished = rooted.popleft()
+            release = rooted[0][0] + window if rooted else -1
+            ready = open_traces.pop(finished, None)
+            if ready is not None:
+                done.add(finished)
+                held -= len(ready)
+                stats.traces += 1
+                stats.max_open_nodes = max(stats.max_open_nodes, most)
+                yield Trace(finished, ready)
+    stats.max_open_nodes = max(stats.max_open_nodes, most)
+    stats.spans += count
+    for trace_id, nodes in open_traces.items():
+        stats.traces += 1
+        yield Trace(trace_id, nodes)
