@@ -35,7 +35,13 @@ try:  # HTTP/2 needs the optional ``h2`` package
 except ImportError:  # pragma: no cover - depends on the environment
     h2_protocol = None  # type: ignore[assignment]
 
+try:  # WebSocket (/v1/responses, /v1/realtime) needs the optional ``websockets`` package
+    from . import ws_app, ws_session
+except ImportError:  # pragma: no cover - depends on the environment
+    ws_app = ws_session = None  # type: ignore[assignment]
+
 HTTP2_AVAILABLE: Final = h2_protocol is not None
+WEBSOCKET_AVAILABLE: Final = ws_app is not None
 
 logger = logging.getLogger("openai_latency.fake_server")
 
@@ -89,6 +95,14 @@ class FakeApp:
     async def handle(self, conn: ResponseWriter, req: Request) -> None:
         if req.path.startswith("/_fake/"):
             await self._debug(conn, req)
+            return
+        if (
+            ws_app is not None
+            and isinstance(conn, Connection)
+            and ws_session.is_upgrade(req)
+            and req.path in ws_session.WS_PATHS
+        ):
+            await ws_app.serve(conn, req, self.log, self._defaults, self._scripted)
             return
         record = RequestRecord(
             request_id=f"req_{secrets.token_hex(16)}",
