@@ -206,10 +206,12 @@ LAYERS = (
     ("token_times",),
     ("summary", "content", "http_trace", "deferred"),
     ("operation",),
-    ("registry", "streams"),
-    ("sdk_hooks", "dns"),
-    ("legacy_send",),
-    ("instrumentor",),
+    ("registry", "streams", "websocket.arrivals"),
+    ("sdk_hooks", "dns", "websocket.turns", "websocket.handshake"),
+    ("legacy_send", "websocket.responses"),
+    ("websocket.realtime",),
+    ("websocket.hooks",),
+    ("websocket", "instrumentor"),
     ("",),  # the package's __init__
 )
 """The instrumentation's modules, bottom layer first, as drawn in docs/ARCHITECTURE.md ("Module

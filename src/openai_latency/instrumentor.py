@@ -23,6 +23,7 @@ from .model import Telemetry, Wrapper
 from .routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from .sdk_hooks import Hooks
 from .version import __version__
+from .websocket import hooks as websocket_hooks
 
 _log = logging.getLogger("openai_latency")
 
@@ -64,6 +65,8 @@ def _patch_table(hooks: Hooks) -> list[tuple[str, str, Wrapper]]:
     )
     for module, classes in closers:
         table += [(module, f"{cls}.close", hooks.close) for cls in classes]
+    # the WebSocket transports (openai >= 2.22): responses.connect(), realtime.connect()
+    table += websocket_hooks.patch_table(websocket_hooks.WsHooks(hooks))
     return table
 
 
@@ -120,6 +123,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._hooks.deactivate()
             self._hooks = None
         legacy_send.uninstall()
+        websocket_hooks.uninstall()
         for owner, attribute in reversed(getattr(self, "_patched", [])):
             unwrap(owner, attribute)
         self._patched = []

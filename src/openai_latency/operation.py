@@ -8,11 +8,12 @@ Hooks feed marks in while the call runs (:mod:`openai_latency.sdk_hooks`, :mod:`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as attrs
 from . import deferred, errors
@@ -35,6 +36,7 @@ class Operation:
         span_name: str,
         attributes: Attributes,
         start_ns: int,
+        links: Sequence[Link] = (),
     ) -> None:
         self.telemetry = telemetry
         self.kind = kind
@@ -49,7 +51,11 @@ class Operation:
         """We added ``stream_options.include_usage``: the usage-only chunk is hidden from the caller."""
         self.content: ContentCapture | None = None
         self.span: Span = telemetry.tracer.start_span(
-            span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns + EPOCH_OFFSET_NS
+            span_name,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start_ns + EPOCH_OFFSET_NS,
+            links=links,  # a WebSocket turn's link to its connection's handshake (websocket/)
         )
         self.context = trace.set_span_in_context(self.span)
 

@@ -102,7 +102,7 @@ class FakeApp:
             and ws_session.is_upgrade(req)
             and req.path in ws_session.WS_PATHS
         ):
-            await ws_app.serve(conn, req, self.log, self._defaults, self._scripted)
+            await ws_app.serve(conn, req, self.log, self._defaults, self._scripted, self.canned)
             return
         record = RequestRecord(
             request_id=f"req_{secrets.token_hex(16)}",

@@ -1,14 +1,17 @@
 """What an upgraded connection serves: ``/v1/responses`` turns here, ``/v1/realtime`` in :mod:`.ws_realtime`.
 
 A ``response.create`` event is a turn: it is answered as ``POST /v1/responses`` with ``stream: true``
-would be (the app's own endpoint, script and stream engine), its events sent as frames. Turns on one
-connection run one at a time, in arrival order (the protocol's rule; a ``stream_id`` lane is echoed
-on every event of its turn). Any other client event is answered with an ``error`` event.
+would be (the app's own endpoint, script and stream engine), its events sent as frames. Turns of one lane
+(the ``stream_id`` of the event, echoed on every event of its turn; none is a lane too) run one at
+a time, in arrival order (the protocol's rule); lanes run side by side, their events interleaved.
+``FakeServer.enqueue`` makes the next turn get its canned pieces as frames, as given.
+Any other client event is answered with an ``error`` event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import time
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import ws_realtime
 from .exchange import Request
+from .payloads import Canned
 from .records import Outcome, RecordLog, RequestRecord
 from .script import Script, ScriptError
 from .ws_session import Session, TurnWriter, finish_turn, metadata_script, ws_error
@@ -34,6 +38,7 @@ async def serve(
     log: RecordLog,
     defaults: tuple[dict[str, str], Script],
     answer: Answer,
+    canned: collections.deque[Canned] | None = None,
 ) -> None:
     """Upgrades ``conn`` and serves it until the client closes; the HTTP connection ends with it."""
     req.keep_alive = False
@@ -48,15 +53,16 @@ async def serve(
     if req.path == "/v1/realtime":
         await ws_realtime.RealtimeSession(session).serve()
         return
-    turns = _ResponsesTurns(session, answer)
+    turns = _ResponsesTurns(session, answer, canned if canned is not None else collections.deque())
     await session.run(turns.on_message)
 
 
 class _ResponsesTurns:
-    def __init__(self, session: Session, answer: Answer) -> None:
+    def __init__(self, session: Session, answer: Answer, canned: collections.deque[Canned]) -> None:
         self.session = session
         self.answer = answer
-        self.previous: asyncio.Task[None] | None = None
+        self.canned = canned
+        self.previous: dict[object, asyncio.Task[None]] = {}  # the last turn of each lane
 
     async def on_message(self, message: dict[str, Any], received_ns: int) -> None:
         session = self.session
@@ -71,15 +77,30 @@ class _ResponsesTurns:
         body["stream"] = True
         record = session.new_record("/v1/responses", message)
         record.received_ns = received_ns
-        previous = self.previous
-        self.previous = session.start_turn(
+        if self.canned:
+            pieces = self.canned.popleft()
+            session.start_turn(lambda: finish_turn(session.log, record, self._canned(record, pieces)))
+            return
+        lane = body.get("stream_id")
+        previous = self.previous.get(lane)
+        self.previous[lane] = session.start_turn(
             lambda: finish_turn(session.log, record, self._turn(record, body, previous))
         )
+
+    async def _canned(self, record: RequestRecord, canned: Canned) -> Outcome:
+        """Frames written as given (fuzzing: shapes no script makes); binary with an
+        ``application/octet-stream`` content type."""
+        binary = canned.content_type == "application/octet-stream"
+        for piece in canned.pieces:
+            if not await self.session.send_frame(piece, binary):
+                return "client_closed"
+            record.events.append(("canned", time.perf_counter_ns()))
+        return "ok"
 
     async def _turn(
         self, record: RequestRecord, body: dict[str, Any], previous: asyncio.Task[None] | None
     ) -> Outcome:
-        if previous is not None:  # one turn at a time per connection
+        if previous is not None:  # one turn at a time per lane (stream_id), lanes side by side
             await asyncio.gather(previous, return_exceptions=True)
         session = self.session
         writer = TurnWriter(session, record.connection_request_index)

@@ -123,6 +123,16 @@ class Session:
         self.protocol.send_text(payload)
         return await self.flush()
 
+    async def send_frame(self, payload: bytes, binary: bool = False) -> bool:
+        """A text (or binary) frame of ``payload`` as it is."""
+        if self.conn.peer_gone:
+            return False
+        if binary:
+            self.protocol.send_binary(payload)
+        else:
+            self.protocol.send_text(payload)
+        return await self.flush()
+
     def new_record(self, path: str, body: Any = None) -> RequestRecord:
         record = RequestRecord(
             request_id=f"req_{secrets.token_hex(16)}",

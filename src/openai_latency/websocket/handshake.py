@@ -1,0 +1,139 @@
+"""``openai.websocket.connect``: the span of one opening handshake (and of each reconnect the SDK makes).
+
+The SDK's connection managers open every WebSocket through their ``_connect_ws(extra_query,
+extra_headers)`` (``responses.connect()``, ``realtime.connect()``, sync and async); a reconnect calls
+the same method (the connection's ``make_ws``). The wrapper times it as one span (DNS, TCP connect,
+TLS and the HTTP upgrade happen inside websockets' ``connect`` and are not observed apart), with
+``server.address``/``server.port``/``gen_ai.provider.name`` from the client, the upgrade's status, the
+reconnect attempt (0 for the first handshake), and ``error.type`` when it failed: the status of a
+rejected upgrade, else the exception's name. Nothing of the request is recorded: no header (the
+Authorization header among them), no query.
+
+On the websockets connection it returns it leaves what the turns need: the span's context (their
+link), the client's attributes and the model (Realtime), and the arrival stamps (:mod:`.arrivals`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Final
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .. import semconv as sc
+from .._guard import guarded
+from ..attributes import client_attributes
+from ..errors import qualified_name
+from ..model import Args, Attributes, Kwargs, Telemetry, Wrapped
+from ..timeline import EPOCH_OFFSET_NS, clock
+from . import arrivals
+
+SPAN_NAME: Final = "openai.websocket.connect"
+LINK: Final = "_openai_latency_handshake"
+CLIENT: Final = "_openai_latency_client"
+MODEL: Final = "_openai_latency_model"
+
+
+def _private(instance: object, suffix: str) -> Any:
+    """A name-mangled attribute of an SDK manager (``_RealtimeConnectionManager__client``...)."""
+    for key, value in vars(instance).items():
+        if key.endswith(suffix):
+            return value
+    return None
+
+
+class Handshakes:
+    def __init__(self, gate: Any) -> None:
+        self.gate = gate
+        """The instrumentation's hooks: ``gate._active`` is False after ``uninstrument()``."""
+
+    def sync(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not self.gate._active or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        started = self._start(instance)
+        try:
+            ws = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self._failed(started, exc)
+            raise
+        self._opened(started, instance, ws)
+        return ws
+
+    def async_(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not self.gate._active or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        return self._await(wrapped(*args, **kwargs), instance)
+
+    async def _await(self, coro: Awaitable[Any], instance: Any) -> Any:
+        started = self._start(instance)
+        try:
+            ws = await coro
+        except BaseException as exc:
+            self._failed(started, exc)
+            raise
+        self._opened(started, instance, ws)
+        return ws
+
+    @guarded()
+    def _start(self, instance: Any) -> tuple[Span, Attributes]:
+        client = client_attributes(_private(instance, "__client"))
+        connection = _private(instance, "__connection")
+        attempt = getattr(connection, "_reconnect_attempt", 0) if connection is not None else 0
+        attributes: Attributes = {
+            **client,
+            sc.OPENAI_LATENCY_TRANSPORT: "websocket",
+            sc.OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: attempt if isinstance(attempt, int) else 0,
+        }
+        telemetry: Telemetry = self.gate.telemetry
+        span = telemetry.tracer.start_span(
+            SPAN_NAME, kind=SpanKind.CLIENT, attributes=attributes, start_time=clock() + EPOCH_OFFSET_NS
+        )
+        model = _private(instance, "__model")
+        client[MODEL] = model if isinstance(model, str) else ""
+        return span, client
+
+    @guarded()
+    def _opened(self, started: tuple[Span, Attributes] | None, instance: Any, ws: Any) -> None:
+        if started is None:
+            return
+        span, client = started
+        end = clock()
+        response = getattr(ws, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(status, int):
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+        model = client.pop(MODEL, "")
+        store = ws.__dict__
+        store[LINK] = span.get_span_context()
+        store[CLIENT] = client
+        store[MODEL] = model or _query_model(ws)
+        arrivals.install(ws)
+        span.end(end_time=end + EPOCH_OFFSET_NS)
+
+    @guarded()
+    def _failed(self, started: tuple[Span, Attributes] | None, exc: BaseException) -> None:
+        if started is None:
+            return
+        span = started[0]
+        end = clock()
+        status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets InvalidStatus
+        if isinstance(status, int):
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+            span.set_attribute(sc.ERROR_TYPE, str(status))
+        else:
+            span.set_attribute(sc.ERROR_TYPE, qualified_name(type(exc)))
+        span.set_status(Status(StatusCode.ERROR, str(exc)[:256]))
+        span.record_exception(exc)
+        span.end(end_time=end + EPOCH_OFFSET_NS)
+
+
+def _query_model(ws: Any) -> str:
+    """The ``model`` of the handshake's query (``/v1/realtime?model=...``), if any."""
+    path = getattr(getattr(ws, "request", None), "path", "")
+    _, _, query = str(path).partition("?")
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "model":
+            return value
+    return ""

@@ -1,0 +1,221 @@
+"""The wrappers of the SDK's WebSocket connections, and what they wrap (:func:`patch_table`).
+
+Per connection class (Responses and Realtime, sync and async):
+
+- ``send``: a ``response.create`` (Realtime: a trigger) opens a turn before the frame leaves;
+- ``recv_bytes``: the message's arrival stamp (:mod:`.arrivals`) and its hand-over; a connection that
+  was lost ends its open turns as errors (the exception passes unchanged);
+- ``parse_event``: the parsed event goes to its turn (the SDK's ``recv`` is ``parse_event(recv_bytes())``;
+  a caller of ``recv_bytes`` who parses with ``parse_event`` is seen the same way);
+- ``close`` (the connection base classes): open turns end ``closed_early``.
+
+The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`). Every wrapper checks
+``_active`` first (False after ``uninstrument()``) and calls the SDK outside any ``try`` of ours.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import ModuleType
+from typing import Any
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from .._guard import report
+from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
+from ..timeline import clock
+from . import arrivals, realtime, responses
+from .handshake import Handshakes
+from .responses import STATE
+
+_RESPONSES = "openai.resources.responses.responses"
+_REALTIME = "openai.resources.realtime.realtime"
+_BASE = "openai._websocket_connection"
+
+
+class WsHooks:
+    """``gate``: the instrumentation's :class:`..sdk_hooks.Hooks`, its ``_active`` (False after
+    ``uninstrument()``) and ``telemetry``."""
+
+    def __init__(self, gate: Any) -> None:
+        self.gate = gate
+        self.handshakes = Handshakes(gate)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        telemetry: Telemetry = self.gate.telemetry
+        return telemetry
+
+    # -- send -------------------------------------------------------------------------------------
+
+    def _begin(self, proto: ModuleType, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not is_instrumentation_enabled():
+            return None
+        try:
+            event = args[0] if args else kwargs.get("event")
+            return proto.begin(self.telemetry, instance, event, clock())
+        except Exception:
+            report("websocket send")
+            return None
+
+    def send(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            started = self._begin(proto, instance, args, kwargs)
+            if started is None:
+                return wrapped(*args, **kwargs)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _call("websocket send failed", proto.send_failed, started, exc, clock())
+                raise
+            _call("websocket sent", proto.sent, started, clock())
+            return result
+
+        return wrapper
+
+    def async_send(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            return self._async_send(proto, wrapped, instance, args, kwargs)
+
+        return wrapper
+
+    async def _async_send(
+        self, proto: ModuleType, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs
+    ) -> Any:
+        started = self._begin(proto, instance, args, kwargs)
+        if started is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _call("websocket send failed", proto.send_failed, started, exc, clock())
+            raise
+        _call("websocket sent", proto.sent, started, clock())
+        return result
+
+    # -- receive ----------------------------------------------------------------------------------
+
+    def recv_bytes(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            ws = getattr(instance, "_connection", None)
+            try:
+                message = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _call("websocket lost", _lost, instance, exc)
+                raise
+            _call("websocket recv", self._received, proto, instance, ws, message)
+            return message
+
+        return wrapper
+
+    def async_recv_bytes(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            return self._async_recv_bytes(proto, wrapped, instance, args, kwargs)
+
+        return wrapper
+
+    async def _async_recv_bytes(
+        self, proto: ModuleType, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs
+    ) -> Any:
+        ws = getattr(instance, "_connection", None)
+        try:
+            message = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _call("websocket lost", _lost, instance, exc)
+            raise
+        _call("websocket recv", self._received, proto, instance, ws, message)
+        return message
+
+    def _received(self, proto: ModuleType, instance: Any, ws: Any, message: Any) -> None:
+        """A message handed to the caller: its stamp taken (always, to keep the pairing), and kept
+        for ``parse_event`` when the connection has turns (Realtime: always, a server event may
+        start one)."""
+        handover = clock()
+        arrival = arrivals.take(ws, message) if ws is not None else 0
+        turns = proto.receiving(instance, self.telemetry)
+        if turns is None:
+            return
+        turns.pending = arrival or handover
+        turns.pending_handover = handover
+
+    def parse_event(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            turns = instance.__dict__.get(STATE)
+            if turns is None or not turns.pending or not self.gate._active:
+                return wrapped(*args, **kwargs)
+            arrival, handover = turns.pending, turns.pending_handover
+            turns.pending = 0  # also when the message is no JSON: the next one has its own
+            event = wrapped(*args, **kwargs)
+            try:
+                proto.on_event(turns, event, arrival, handover)
+            except Exception:
+                report("websocket event")
+            return event
+
+        return wrapper
+
+    def close(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        turns = instance.__dict__.get(STATE)
+        if turns is not None and self.gate._active:
+            _call("websocket close", turns.end_all, clock(), "closed_early")
+        return wrapped(*args, **kwargs)
+
+
+def _call(what: str, fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        report(what)
+
+
+def _lost(instance: Any, exc: BaseException) -> None:
+    """``recv`` raised: a lost connection ends the open turns as errors (a close of the caller's own
+    ended them already; a cancelled ``recv`` is no loss: the SDK's ``recv`` is cancel-safe)."""
+    turns = instance.__dict__.get(STATE)
+    if turns is None or getattr(instance, "_intentionally_closed", False):
+        return
+    from websockets.exceptions import ConnectionClosed
+
+    if isinstance(exc, ConnectionClosed):
+        # error naming reads ``exc.code``, which websockets >= 13.1 deprecates on ConnectionClosed:
+        # no warning of ours in the application's output (a lost connection is rare: the global
+        # filter change lasts one finish)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            turns.end_all(clock(), "error", exc)
+
+
+def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
+    """``(module, "Class.method", wrapper)`` of the WebSocket transports (absent ones are skipped)."""
+    table: list[tuple[str, str, Wrapper]] = []
+    for module, prefix, proto in ((_RESPONSES, "Responses", responses), (_REALTIME, "Realtime", realtime)):
+        table += [
+            (module, f"{prefix}ConnectionManager._connect_ws", hooks.handshakes.sync),
+            (module, f"Async{prefix}ConnectionManager._connect_ws", hooks.handshakes.async_),
+            (module, f"{prefix}Connection.send", hooks.send(proto)),
+            (module, f"Async{prefix}Connection.send", hooks.async_send(proto)),
+            (module, f"{prefix}Connection.recv_bytes", hooks.recv_bytes(proto)),
+            (module, f"Async{prefix}Connection.recv_bytes", hooks.async_recv_bytes(proto)),
+            (module, f"{prefix}Connection.parse_event", hooks.parse_event(proto)),
+            (module, f"Async{prefix}Connection.parse_event", hooks.parse_event(proto)),
+            # openai 2.x defines close on each class; 3.x inherits it from the bases below
+            (module, f"{prefix}Connection.close", hooks.close),
+            (module, f"Async{prefix}Connection.close", hooks.close),
+        ]
+    table += [
+        (_BASE, "WebSocketConnectionBase.close", hooks.close),
+        (_BASE, "AsyncWebSocketConnectionBase.close", hooks.close),
+    ]
+    return table
+
+
+def uninstall() -> None:
+    arrivals.uninstall_all()
