@@ -102,7 +102,7 @@ class FakeApp:
             and ws_session.is_upgrade(req)
             and req.path in ws_session.WS_PATHS
         ):
-            await ws_app.serve(conn, req, self.log, self._defaults, self._scripted, self.canned)
+            await ws_app.serve(conn, req, self.log, self._defaults, self._ws_turn, self.canned)
             return
         record = RequestRecord(
             request_id=f"req_{secrets.token_hex(16)}",
@@ -195,6 +195,24 @@ class FakeApp:
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
         result = endpoint.json(Call(out, body, model, argument, n))
         return await respond.send_json(conn, record, script, status, result)
+
+    async def _ws_turn(
+        self, conn: ResponseWriter, req: Request, record: RequestRecord, raw: dict[str, str]
+    ) -> Outcome:
+        """A WebSocket turn (:mod:`.ws_app`): its script keys (``raw``: the server's defaults, the
+        handshake's and the turn's own), with ``every`` and ``capacity`` applied as for HTTP."""
+        script = parse_script(raw)
+        overrides = self._every(script, record, None)
+        if overrides:
+            script = parse_script({**raw, **overrides})
+        script = dataclasses.replace(script, fail_attempts=0)
+        if not script.capacity:
+            return await self._scripted(conn, req, record, script)
+        await self._capacity.enter(script.capacity)
+        try:
+            return await self._scripted(conn, req, record, script)
+        finally:
+            self._capacity.leave()
 
     def _every(self, script: Script, record: RequestRecord, traceparent: str | None) -> dict[str, str]:
         """The ``every`` settings that apply to this request (its retries get the same ones)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -28,8 +27,8 @@ from .ws_session import Session, TurnWriter, finish_turn, metadata_script, ws_er
 if TYPE_CHECKING:
     from .protocol import Connection
 
-#: ``(writer, request, record, script) -> outcome``: the app's answer to a scripted request.
-Answer = Callable[[TurnWriter, Request, RequestRecord, Script], Awaitable[Outcome]]
+#: ``(writer, request, record, script keys) -> outcome``: the app's answer to a turn.
+Answer = Callable[[TurnWriter, Request, RequestRecord, dict[str, str]], Awaitable[Outcome]]
 
 
 async def serve(
@@ -126,7 +125,7 @@ class _ResponsesTurns:
             "POST", "/v1/responses", {}, {}, {}, json.dumps(body).encode(), True, record.received_ns
         )
         record.body = body
-        return await self.answer(writer, request, record, dataclasses.replace(script, fail_attempts=0))
+        return await self.answer(writer, request, record, {**session.raw_script, **metadata_script(body)})
 
 
 class _LaneWriter(TurnWriter):

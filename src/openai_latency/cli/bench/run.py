@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..stats.sketch import Sketch
+from . import ws_pool
 from .api import send
 from .calibrate import Calibration, InputCheck, calibrate, prober, replayed
 from .loops import closed_loop, groups, open_loop, schedule, share
@@ -191,6 +192,8 @@ async def supervise(runner: Runner, work: Callable[[], Awaitable[None]], tick: C
         runner.state.cpu_s += time.process_time() - cpu
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        with contextlib.suppress(Exception):
+            await ws_pool.close_all()  # --api responses-ws
         for client in runner.clients:
             with contextlib.suppress(Exception):
                 await client.close()
