@@ -28,7 +28,7 @@ $(PY):
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist,agents]"
 	touch $(STAMP)
 
 # The demo needs only what a user installs: the cli extra.

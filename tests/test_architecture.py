@@ -209,7 +209,7 @@ LAYERS = (
     ("registry", "streams", "websocket.arrivals"),
     ("sdk_hooks", "dns", "websocket.turns", "websocket.handshake"),
     ("legacy_send", "websocket.responses"),
-    ("websocket.realtime",),
+    ("websocket.realtime", "websocket.agents"),
     ("websocket.hooks",),
     ("websocket", "instrumentor"),
     ("",),  # the package's __init__

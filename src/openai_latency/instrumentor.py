@@ -111,6 +111,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 continue
             wrapt.wrap_function_wrapper(owner, path.rsplit(".", 1)[1], wrapper)
             self._patched.append((owner, path.rsplit(".", 1)[1]))
+        websocket_hooks.install(hooks)  # the Agents SDK's WebSocket model, when it is imported
         if settings.trace_dns:
             self._patched += dns.install()
         if legacy_send.needed(importlib.import_module("openai._base_client")):

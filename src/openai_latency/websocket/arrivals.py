@@ -73,9 +73,20 @@ def take(ws: Any, message: Any) -> int:
     return arrived
 
 
+WRAPPED: Final = "_openai_latency_wrapped"
+
+
+def track(ws: Any, names: tuple[str, ...]) -> None:
+    """``ws`` has instance wrappers of ours under ``names`` too: :func:`uninstall_all` removes them."""
+    ws.__dict__[WRAPPED] = (*ws.__dict__.get(WRAPPED, ()), *names)
+    _installed.add(ws)
+
+
 def uninstall_all() -> None:
-    """Every connection back to websockets' own ``process_event`` (``uninstrument()``)."""
+    """Every connection back to websockets' own methods (``uninstrument()``)."""
     for ws in list(_installed):
-        ws.__dict__.pop("process_event", None)
-        ws.__dict__.pop(ATTRIBUTE, None)
+        store = ws.__dict__
+        for name in ("process_event", *store.pop(WRAPPED, ())):
+            store.pop(name, None)
+        store.pop(ATTRIBUTE, None)
     _installed.clear()

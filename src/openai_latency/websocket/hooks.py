@@ -24,7 +24,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from .._guard import report
 from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
 from ..timeline import clock
-from . import arrivals, realtime, responses
+from . import agents, arrivals, realtime, responses
 from .handshake import Handshakes
 from .responses import STATE
 
@@ -217,5 +217,11 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
     return table
 
 
+def install(gate: Any) -> None:
+    """What is wrapped when it is imported: the OpenAI Agents SDK's WebSocket model (:mod:`.agents`)."""
+    agents.install(gate)
+
+
 def uninstall() -> None:
+    agents.uninstall()
     arrivals.uninstall_all()
