@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -305,3 +306,33 @@ def test_uninstrument_restores_every_patched_callable(
     connection.send(create(metadata=script(chunks=2)))
     assert drain(connection)[-1].type == "response.completed"  # the live connection still works
     connection.close()
+
+
+def test_a_reconnect_by_the_sdk_gets_its_handshake_span_with_the_attempt(
+    instrument: Callable[..., Captured], server: FakeServer
+) -> None:
+    """The connection drops mid-turn; with ``on_reconnecting`` the SDK reconnects: the turn ended as an
+    error, the reconnect has its own ``openai.websocket.connect`` (attempt 1), the next turn links to it."""
+    captured = instrument()
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+    attempts: list[int] = []
+
+    def on_reconnecting(event: Any) -> None:
+        attempts.append(event.attempt)
+
+    connection = client.responses.connect(on_reconnecting=on_reconnecting, initial_delay=0.01).enter()
+    try:
+        connection.send(create(metadata=script(disconnect_after=2)))
+        resend = threading.Timer(1.0, lambda: connection.send(create(metadata=script(chunks=2))))
+        resend.start()
+        types = [event.type for event in drain(connection)]
+        resend.join()
+    finally:
+        connection.close()
+    assert attempts == [1] and types[-1] == "response.completed"
+    handshakes = [s for s in captured.spans() if s.name == "openai.websocket.connect"]
+    assert [attrs(h)["openai_latency.websocket.reconnect_attempt"] for h in handshakes] == [0, 1]
+    first, second = _turns(captured)
+    assert attrs(first)["openai_latency.stream.end_state"] == "error"
+    assert attrs(second)["openai_latency.stream.end_state"] == "completed"
+    assert [link.context.span_id for link in second.links] == [handshakes[1].context.span_id]

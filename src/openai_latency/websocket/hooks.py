@@ -3,10 +3,11 @@
 Per connection class (Responses and Realtime, sync and async):
 
 - ``send``: a ``response.create`` (Realtime: a trigger) opens a turn before the frame leaves;
-- ``recv_bytes``: the message's arrival stamp (:mod:`.arrivals`) and its hand-over; a connection that
-  was lost ends its open turns as errors (the exception passes unchanged);
-- ``parse_event``: the parsed event goes to its turn (the SDK's ``recv`` is ``parse_event(recv_bytes())``;
-  a caller of ``recv_bytes`` who parses with ``parse_event`` is seen the same way);
+- ``recv_bytes``: a connection that was lost ends its open turns as errors (the exception passes
+  unchanged);
+- ``parse_event``: the message's arrival stamp (:mod:`.arrivals`), then the parsed event goes to its
+  turn (the SDK's ``recv`` is ``parse_event(recv_bytes())``; a caller of ``recv_bytes`` who parses
+  with ``parse_event`` is seen the same way);
 - ``close`` (the connection base classes): open turns end ``closed_early``.
 
 The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`). Every wrapper checks
@@ -99,63 +100,50 @@ class WsHooks:
 
     # -- receive ----------------------------------------------------------------------------------
 
-    def recv_bytes(self, proto: ModuleType) -> Wrapper:
-        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-            if not self.gate._active:
-                return wrapped(*args, **kwargs)
-            ws = getattr(instance, "_connection", None)
-            try:
-                message = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                _call("websocket lost", _lost, instance, exc)
-                raise
-            _call("websocket recv", self._received, proto, instance, ws, message)
-            return message
-
-        return wrapper
-
-    def async_recv_bytes(self, proto: ModuleType) -> Wrapper:
-        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-            if not self.gate._active:
-                return wrapped(*args, **kwargs)
-            return self._async_recv_bytes(proto, wrapped, instance, args, kwargs)
-
-        return wrapper
-
-    async def _async_recv_bytes(
-        self, proto: ModuleType, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs
-    ) -> Any:
-        ws = getattr(instance, "_connection", None)
+    def recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        """Only a failure is ours: a lost connection ends the open turns."""
         try:
-            message = await wrapped(*args, **kwargs)
+            return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            if self.gate._active:
+                _call("websocket lost", _lost, instance, exc)
+            raise
+
+    def async_recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not self.gate._active:
+            return wrapped(*args, **kwargs)
+        return self._async_recv_bytes(wrapped, instance, args, kwargs)
+
+    async def _async_recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
         except BaseException as exc:
             _call("websocket lost", _lost, instance, exc)
             raise
-        _call("websocket recv", self._received, proto, instance, ws, message)
-        return message
-
-    def _received(self, proto: ModuleType, instance: Any, ws: Any, message: Any) -> None:
-        """A message handed to the caller: its stamp taken (always, to keep the pairing), and kept
-        for ``parse_event`` when the connection has turns (Realtime: always, a server event may
-        start one)."""
-        handover = clock()
-        arrival = arrivals.take(ws, message) if ws is not None else 0
-        turns = proto.receiving(instance, self.telemetry)
-        if turns is None:
-            return
-        turns.pending = arrival or handover
-        turns.pending_handover = handover
 
     def parse_event(self, proto: ModuleType) -> Wrapper:
+        """The message's arrival stamp (paired with the bytes being parsed: :func:`.arrivals.take`,
+        taken before the parse so that a message that is no JSON keeps the pairing), the parse, then
+        the event to its turn; the hand-over is when the parsed event goes back to the caller."""
+
         def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-            turns = instance.__dict__.get(STATE)
-            if turns is None or not turns.pending or not self.gate._active:
+            store = instance.__dict__
+            ws = store.get("_connection")
+            if not self.gate._active or ws is None:
                 return wrapped(*args, **kwargs)
-            arrival, handover = turns.pending, turns.pending_handover
-            turns.pending = 0  # also when the message is no JSON: the next one has its own
-            event = wrapped(*args, **kwargs)
             try:
-                proto.on_event(turns, event, arrival, handover)
+                arrival = arrivals.take(ws, args[0] if args else kwargs.get("data"))
+            except Exception:
+                arrival = 0
+            event = wrapped(*args, **kwargs)
+            handover = clock()
+            turns = store.get(STATE)
+            try:
+                if turns is None:
+                    turns = proto.receiving(instance, self.telemetry)
+                    if turns is None:
+                        return event
+                proto.on_event(turns, event, arrival or handover, handover)
             except Exception:
                 report("websocket event")
             return event
@@ -202,8 +190,8 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
             (module, f"Async{prefix}ConnectionManager._connect_ws", hooks.handshakes.async_),
             (module, f"{prefix}Connection.send", hooks.send(proto)),
             (module, f"Async{prefix}Connection.send", hooks.async_send(proto)),
-            (module, f"{prefix}Connection.recv_bytes", hooks.recv_bytes(proto)),
-            (module, f"Async{prefix}Connection.recv_bytes", hooks.async_recv_bytes(proto)),
+            (module, f"{prefix}Connection.recv_bytes", hooks.recv_bytes),
+            (module, f"Async{prefix}Connection.recv_bytes", hooks.async_recv_bytes),
             (module, f"{prefix}Connection.parse_event", hooks.parse_event(proto)),
             (module, f"Async{prefix}Connection.parse_event", hooks.parse_event(proto)),
             # openai 2.x defines close on each class; 3.x inherits it from the bases below

@@ -140,7 +140,8 @@ def send_failed(started: tuple[Turns, Turn, object], exc: BaseException, now: in
 
 
 def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
-    kind = getattr(event, "type", None)
+    fields = getattr(event, "__dict__", None) or {}
+    kind = fields.get("type")
     if not isinstance(kind, str) or not isinstance(turns, RealtimeTurns):
         return
     if kind == "input_audio_buffer.speech_stopped":
@@ -149,15 +150,15 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
         return
     if kind == "response.created":
         turn = turns.waiting() or turns.open(arrival, None)
-        response_id = getattr(getattr(event, "response", None), "id", None)
+        response_id = getattr(fields.get("response"), "id", None)
         turn.response_id = response_id if isinstance(response_id, str) else ""
         created(turn, arrival)
     else:
         if not kind.startswith("response."):
             return
-        response_id = getattr(event, "response_id", None)
+        response_id = fields.get("response_id")
         if response_id is None:
-            response_id = getattr(getattr(event, "response", None), "id", None)
+            response_id = getattr(fields.get("response"), "id", None)
         queue = turns.lanes.get(None) or ()
         turn_or_none = next((t for t in queue if t.response_id and t.response_id == response_id), None)
         if turn_or_none is None:

@@ -107,23 +107,26 @@ def send_failed(started: tuple[Turns, Turn, object], exc: BaseException, now: in
 
 
 def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
-    """One event the caller received: to its turn, which it may end."""
-    kind = getattr(event, "type", None)
+    """One event the caller received: to its turn, which it may end. The event's fields are read from
+    its ``__dict__`` (the SDK's models keep them there): a missing one costs no exception."""
+    fields = getattr(event, "__dict__", None) or {}
+    kind = fields.get("type")
     if not isinstance(kind, str):
         return
-    lane = getattr(event, "stream_id", None)
+    lane = fields.get("stream_id")
     queue = turns.lanes.get(lane)
     if not queue:
         return
     turn = queue[0]
-    response = getattr(event, "response", None) if kind.startswith("response.") else None
-    response_id = getattr(response, "id", None)
     if kind == "response.created":
         turn = next((t for t in queue if t.response_id is None), turn)
+        response_id = getattr(fields.get("response"), "id", None)
         turn.response_id = response_id if isinstance(response_id, str) else ""
         created(turn, arrival)
-    elif kind in FINAL and isinstance(response_id, str):
-        turn = next((t for t in queue if t.response_id == response_id), turn)
+    elif kind in FINAL:
+        response_id = getattr(fields.get("response"), "id", None)
+        if isinstance(response_id, str):
+            turn = next((t for t in queue if t.response_id == response_id), turn)
     feed(turns, turn, event, arrival, handover)
     if kind in FINAL or kind == "error":
         turns.remove(turn, lane)

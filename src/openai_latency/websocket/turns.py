@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.trace import Link, SpanContext
 
 from .. import semconv as sc
-from .._guard import report
 from ..model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 from ..operation import Operation
 from ..streams import _on_chunk  # the SSE streams' per-chunk bookkeeping, reused as it is
 from ..summary import measurements
-from ..timeline import Phase, Timeline, clock, seconds
+from ..timeline import Phase, Timeline, seconds
 
 
 class WsTimeline(Timeline):
@@ -132,9 +131,6 @@ class Turns:
         self.lock = threading.Lock()
         self.observe = observe
         self.stream = StreamStats()  # deferred's "last activity": unused, each turn keeps its own
-        self.pending = 0
-        """The arrival of the message the SDK's ``recv_bytes`` just returned, for its ``parse_event``."""
-        self.pending_handover = 0
 
     # -- deferred.Ending ----------------------------------------------------------------------------
 
@@ -191,15 +187,3 @@ def created(turn: Turn, arrival: int) -> None:
     if not attempt.headers_ns:
         attempt.headers_ns = arrival
         attempt.end_ns = arrival
-
-
-def guarded_call(what: str, fn: Callable[..., object], *args: object) -> None:
-    """``fn(*args)``, our own work: a failure is reported once per kind, never raised."""
-    try:
-        fn(*args)
-    except Exception:
-        report(what)
-
-
-def now() -> int:
-    return clock()
