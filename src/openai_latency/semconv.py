@@ -118,4 +118,5 @@ OPENAI_LATENCY_WEBSOCKET_HANDOVER_TOTAL: Final = "openai_latency.websocket.hando
 """A turn's events: the longest and the summed time from a frame's arrival (stamped in the websockets
 reader) to the caller's ``recv()`` returning its event (the SDK's parse and the caller's own pace)."""
 OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: Final = "openai_latency.websocket.reconnect_attempt"
-"""On ``openai.websocket.connect``: 0 for the first handshake, N for the SDK's Nth reconnect attempt."""
+"""On ``openai.websocket.connect``: 0 for the first handshake, N for the SDK's Nth reconnect attempt
+(openai 2.x, which keeps no attempt number: the Nth reconnect of the connection)."""

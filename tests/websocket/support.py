@@ -69,3 +69,9 @@ def record_of(server: Any, op: ReadableSpan) -> RequestRecord:
         if f"resp_{record.request_id[4:28]}" == response_id:
             return record  # type: ignore[no-any-return]
     raise AssertionError(f"no record for {response_id}")
+
+
+def ws_url(server: Any) -> str:
+    """The client's ``websocket_base_url`` for a fake server: openai 1.x builds ``wss://`` from any
+    ``base_url`` for Realtime, so the tests name the scheme."""
+    return str(server.base_url).replace("http://", "ws://", 1)

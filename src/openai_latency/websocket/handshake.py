@@ -33,6 +33,7 @@ SPAN_NAME: Final = "openai.websocket.connect"
 LINK: Final = "_openai_latency_handshake"
 CLIENT: Final = "_openai_latency_client"
 MODEL: Final = "_openai_latency_model"
+RECONNECTS: Final = "_openai_latency_reconnects"
 
 
 def _private(instance: object, suffix: str) -> Any:
@@ -79,11 +80,13 @@ class Handshakes:
     def _start(self, instance: Any) -> tuple[Span, Attributes]:
         client = client_attributes(_private(instance, "__client"))
         connection = _private(instance, "__connection")
-        attempt = getattr(connection, "_reconnect_attempt", 0) if connection is not None else 0
+        attempt = getattr(connection, "_reconnect_attempt", None) if connection is not None else 0
+        if not isinstance(attempt, int):  # openai 2.x keeps it local: the reconnects made so far
+            attempt = instance.__dict__[RECONNECTS] = instance.__dict__.get(RECONNECTS, 0) + 1
         attributes: Attributes = {
             **client,
             sc.OPENAI_LATENCY_TRANSPORT: "websocket",
-            sc.OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: attempt if isinstance(attempt, int) else 0,
+            sc.OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: attempt,
         }
         telemetry: Telemetry = self.gate.telemetry
         span = telemetry.tracer.start_span(
@@ -107,7 +110,7 @@ class Handshakes:
         store = ws.__dict__
         store[LINK] = span.get_span_context()
         store[CLIENT] = client
-        store[MODEL] = model or _query_model(ws)
+        store[MODEL] = model or query_model(ws)
         arrivals.install(ws)
         span.end(end_time=end + EPOCH_OFFSET_NS)
 
@@ -128,7 +131,7 @@ class Handshakes:
         span.end(end_time=end + EPOCH_OFFSET_NS)
 
 
-def _query_model(ws: Any) -> str:
+def query_model(ws: Any) -> str:
     """The ``model`` of the handshake's query (``/v1/realtime?model=...``), if any."""
     path = getattr(getattr(ws, "request", None), "path", "")
     _, _, query = str(path).partition("?")

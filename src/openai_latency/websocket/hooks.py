@@ -133,6 +133,10 @@ class WsHooks:
                 return wrapped(*args, **kwargs)
             try:
                 arrival = arrivals.take(ws, args[0] if args else kwargs.get("data"))
+                if not arrival and arrivals.ATTRIBUTE not in ws.__dict__:
+                    # an SDK that connects without ``_connect_ws`` (openai 1.x Realtime): stamps from
+                    # the next message on, no handshake span
+                    arrivals.install(ws)
             except Exception:
                 arrival = 0
             event = wrapped(*args, **kwargs)

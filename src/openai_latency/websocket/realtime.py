@@ -99,6 +99,8 @@ def turns_of(connection: Any, telemetry: Telemetry) -> RealtimeTurns:
     store = getattr(ws, "__dict__", None)
     if store and handshake.LINK in store:
         turns.info = store
+    elif ws is not None and not turns.info:  # connected without the handshake hook (openai 1.x)
+        turns.info = {handshake.MODEL: handshake.query_model(ws)}
     return turns
 
 

@@ -114,6 +114,10 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     if not isinstance(kind, str):
         return
     lane = fields.get("stream_id")
+    if lane is None:  # an SDK whose event models have no stream_id field keeps it as an extra
+        extra = getattr(event, "__pydantic_extra__", None)
+        if extra:
+            lane = extra.get("stream_id")
     queue = turns.lanes.get(lane)
     if not queue:
         return
