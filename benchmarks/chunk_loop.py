@@ -19,11 +19,11 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from openai_latency.call.operation import Operation
+from openai_latency.clock import clock
 from openai_latency.config import load_settings
+from openai_latency.hooks.streams import traced_stream
 from openai_latency.model import OperationKind, Telemetry
-from openai_latency.operation import Operation
-from openai_latency.streams import traced_stream
-from openai_latency.timeline import clock
 
 CHAT = OperationKind("chat", "chat_completions", "chat")
 

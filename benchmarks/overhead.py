@@ -85,7 +85,6 @@ BUDGET_FACTOR = {
 CHUNK_BUDGET_SHARE = 0.1
 
 WARMUP_CALLS = 30
-BOOTSTRAP_RESAMPLES = 2000
 PROFILE_TOP = 10
 
 WALL = "wall"  # time.perf_counter_ns(): what the caller waits, the primary figure (docs/ARCHITECTURE.md)
@@ -292,13 +291,12 @@ class Estimate:
 
 
 def estimate(values: Sequence[float], rng: random.Random, confidence: float = 0.95) -> Estimate:
-    """Median of ``values`` with a percentile bootstrap interval (resampling rounds)."""
-    n = len(values)
-    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(BOOTSTRAP_RESAMPLES))
-    tail = (1 - confidence) / 2
-    low = medians[int(tail * (BOOTSTRAP_RESAMPLES - 1))]
-    high = medians[int((1 - tail) * (BOOTSTRAP_RESAMPLES - 1))]
-    return Estimate(statistics.median(values), low, high, n)
+    """Median of ``values`` with a percentile bootstrap interval over rounds: the CLI's
+    (``cli/stats/bootstrap.py``, 2,000 resamples, each resampled median drawn exactly)."""
+    from openai_latency.cli.stats.bootstrap import quantile_interval
+
+    median = quantile_interval(sorted(values), 0.5, rng, confidence)
+    return Estimate(median.estimate, median.low, median.high, len(values))
 
 
 @dataclass

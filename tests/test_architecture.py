@@ -176,11 +176,13 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_graph_sees_every_kind_of_import() -> None:
     """The graph is only as good as its parser: relative, absolute, type-only and lazy imports."""
     edges = import_graph()
-    assert "openai_latency.registry" in edges["openai_latency.sdk_hooks"]  # from .registry import
-    assert "openai_latency.operation" in edges["openai_latency.registry"]  # under TYPE_CHECKING
+    assert "openai_latency.hooks.registry" in edges["openai_latency.hooks.sdk_hooks"]  # from .registry import
+    assert "openai_latency.call.operation" in edges["openai_latency.hooks.registry"]  # under TYPE_CHECKING
     assert "openai_latency.instrumentor" in edges["openai_latency"]  # lazy, inside __getattr__
     assert "openai_latency.version" in edges["openai_latency.cli"]  # from ..version import
-    assert "openai_latency.summary" in edges["openai_latency.operation"]
+    assert "openai_latency.call.summary" in edges["openai_latency.call.operation"]
+    assert "openai_latency.read.attributes" in edges["openai_latency.hooks.sdk_hooks"]  # from ..read import x
+    assert "openai_latency.content.capture" in edges["openai_latency.hooks.sdk_hooks"]  # import ... as
 
 
 @pytest.mark.parametrize(
@@ -198,30 +200,77 @@ def test_cycle_finder(graph: Edges, expected: list[list[str]]) -> None:
 
 
 LAYERS = (
-    ("semconv", "config", "_guard", "bounded_json", "version", "file_exporter"),
+    ("semconv", "config", "_guard", "version", "file_exporter", "clock", "content.bounded_json"),
     ("metrics",),
     ("model",),
-    ("attributes", "headers", "errors", "routing"),
-    ("timeline", "stream_usage", "messages", "server_timing"),
-    ("token_times",),
-    ("summary", "content", "http_trace", "deferred"),
-    ("operation",),
-    ("registry", "streams", "websocket.arrivals"),
-    ("sdk_hooks", "dns", "websocket.turns", "websocket.handshake"),
-    ("legacy_send", "websocket.responses"),
+    ("read.attributes", "read.headers", "read.errors", "read.routing"),
+    ("call.timeline", "hooks.stream_usage", "content.messages", "read.server_timing"),
+    ("call.token_times", "hooks.reads"),
+    ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
+    ("call.operation",),
+    ("hooks.registry", "hooks.streams", "websocket.arrivals"),
+    ("hooks.sdk_hooks", "hooks.dns", "websocket.turns", "websocket.handshake"),
+    ("hooks.legacy_send", "websocket.responses"),
     ("websocket.realtime", "websocket.agents"),
     ("websocket.hooks",),
-    ("websocket", "instrumentor"),
-    ("",),  # the package's __init__
+    ("instrumentor",),
+    # the package's __init__, the wings' (docstrings only)
+    ("", "hooks", "call", "content", "read", "websocket"),
 )
 """The instrumentation's modules, bottom layer first, as drawn in docs/ARCHITECTURE.md ("Module
 map"): a module imports only modules of lower layers (cli/ and fake_server/ stand beside them)."""
+
+CORE_PARTS = (
+    ("semconv", "config", "_guard", "version", "file_exporter", "clock"),  # plain modules at the root
+    ("metrics",),
+    ("model",),
+    ("read",),  # SDK objects, headers, failures, kinds, the server's account -> attributes
+    ("content",),  # opt-in message content
+    ("call",),  # one call as data: timeline, token times, summary, operation, deferred ends
+    ("hooks",),  # where the SDK is hooked: wrappers, streams, HTTP trace, DNS, registry
+    ("websocket",),  # the WebSocket transports: handshake, turns, arrival stamps, Realtime, Agents SDK
+    ("instrumentor",),
+    ("",),  # the package's __init__: the public face
+)
+"""The core's parts (its wings and root modules), bottom layer first, as CLI_LAYERS for cli/: a part
+imports only parts of lower layers (docs/ARCHITECTURE.md, "Module map")."""
+BENCH_PARTS = (
+    ("workload", "lengths"),  # the workload's conversations; length distributions
+    ("plan",),  # what a run is, typed
+    ("run",),  # the load generator, its loops, sweep, workers, the run's spans, the SDK call
+    ("options", "results"),  # command line -> plan (reads replay files, checks --sweep); numbers -> output
+    ("command", ""),  # main: options -> run -> results; the package's __init__
+)
+"""cli/bench/'s parts (its sub-packages and root modules), bottom layer first, as CLI_LAYERS: a part
+imports only parts of lower layers (docs/ARCHITECTURE.md, "The CLI")."""
+#: The core before its wings: 29 flat modules, 90 import arrows between them (issue 30).
+CORE_ARROWS_BEFORE = 90
+#: cli/bench/ before issue 30: 24 modules, 64 import arrows between them.
+BENCH_ARROWS_BEFORE = 64
+OUTSIDE_CORE = (f"{PACKAGE}.cli", f"{PACKAGE}.fake_server")
+
+
+def _core_part(module: str) -> str:
+    """``openai_latency.call.timeline`` -> ``call``; ``openai_latency.clock`` -> ``clock``; the
+    package's ``__init__`` -> ``""``."""
+    return module[len(PACKAGE) :].lstrip(".").split(".")[0]
+
+
+def core_arrows(edges: Edges) -> set[tuple[str, str]]:
+    """(importing part, imported part) for every import between two parts of the core."""
+    core = {name for name in edges if not name.startswith(OUTSIDE_CORE)}
+    return {
+        (_core_part(source), _core_part(target))
+        for source in core
+        for target in edges[source]
+        if target in core and _core_part(source) != _core_part(target)
+    }
 
 
 def test_every_import_goes_down_a_layer() -> None:
     layer = {f"{PACKAGE}.{name}".rstrip("."): i for i, names in enumerate(LAYERS) for name in names}
     edges = import_graph()
-    core = {name for name in edges if not name.startswith((f"{PACKAGE}.cli", f"{PACKAGE}.fake_server"))}
+    core = {name for name in edges if not name.startswith(OUTSIDE_CORE)}
     assert core == set(layer), "a module to place in LAYERS (and in the doc's diagram)"
     upward = [
         f"{source} (layer {layer[source]}) imports {target} (layer {layer[target]}), line {line}"
@@ -230,6 +279,76 @@ def test_every_import_goes_down_a_layer() -> None:
         if target in layer and layer[target] >= layer[source]
     ]
     assert not upward, "\n".join(upward)
+
+
+def test_every_core_import_goes_down_a_part() -> None:
+    layer = {name: i for i, names in enumerate(CORE_PARTS) for name in names}
+    edges = import_graph()
+    parts = {_core_part(name) for name in edges if not name.startswith(OUTSIDE_CORE)}
+    assert parts == set(layer), f"a part of the core to place in CORE_PARTS: {sorted(parts ^ set(layer))}"
+    upward = [
+        f"{source or '__init__'} (layer {layer[source]}) imports {target} (layer {layer[target]})"
+        for source, target in sorted(core_arrows(edges))
+        if layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def _bench_part(module: str) -> str:
+    """``openai_latency.cli.bench.run.loops`` -> ``run``; ``openai_latency.cli.bench`` -> ``""``."""
+    return module[len(f"{PACKAGE}.cli.bench") :].lstrip(".").split(".")[0]
+
+
+def bench_arrows(edges: Edges) -> set[tuple[str, str]]:
+    """(importing part, imported part) for every import between two parts of cli/bench/."""
+    bench = f"{PACKAGE}.cli.bench"
+    return {
+        (_bench_part(source), _bench_part(target))
+        for source, targets in edges.items()
+        if source == bench or source.startswith(bench + ".")
+        for target in targets
+        if (target == bench or target.startswith(bench + ".")) and _bench_part(source) != _bench_part(target)
+    }
+
+
+def test_every_bench_import_goes_down_a_part() -> None:
+    layer = {name: i for i, names in enumerate(BENCH_PARTS) for name in names}
+    edges = import_graph()
+    bench = f"{PACKAGE}.cli.bench"
+    parts = {_bench_part(name) for name in edges if name == bench or name.startswith(bench + ".")}
+    assert parts == set(layer), f"a part of cli/bench/ to place in BENCH_PARTS: {sorted(parts ^ set(layer))}"
+    upward = [
+        f"bench/{source or '__init__'} (layer {layer[source]}) imports bench/{target} (layer {layer[target]})"
+        for source, target in sorted(bench_arrows(edges))
+        if layer[target] >= layer[source]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_public_face_is_the_package_and_its_entry_points() -> None:
+    """Users import ``openai_latency.OpenAILatencyInstrumentor`` (README) and the entry points name
+    ``openai_latency:OpenAILatencyInstrumentor``, ``openai_latency.file_exporter:FileSpanExporter`` and
+    ``openai_latency.cli:main`` (pyproject.toml): each resolves, whatever moved inside the wings."""
+    from importlib.metadata import distribution
+
+    import openai_latency
+
+    entry_points = distribution("openai-latency").entry_points  # as installed: what the tools read
+    targets = {point.value for point in entry_points}
+    assert {
+        "openai_latency:OpenAILatencyInstrumentor",
+        "openai_latency.file_exporter:FileSpanExporter",
+        "openai_latency.cli:main",
+    } <= targets
+    for point in entry_points:
+        assert callable(point.load()), point.value
+    from openai_latency.instrumentor import OpenAILatencyInstrumentor
+
+    assert openai_latency.OpenAILatencyInstrumentor is OpenAILatencyInstrumentor
+    assert openai_latency.__all__ == ["OpenAILatencyInstrumentor", "__version__"]
+    from openai_latency.fake_server import FakeServer  # the tests' and the demo's server
+
+    assert callable(FakeServer)
 
 
 def _definitions(path: Path) -> set[str]:
@@ -273,6 +392,41 @@ def test_the_architecture_document_points_at_code_that_exists() -> None:
     assert not missing, missing
     links = re.findall(r"\]\((\.\./[^)#]+)\)", text)
     assert [link for link in links if not (doc.parent / link).exists()] == []
+
+
+def _module_reference(modules: dict[str, Path], token: str) -> tuple[list[str], str] | None:
+    """``timeline.clock``, ``run.closed_loop``, ``render.terminal.Progress``: the modules whose dotted
+    name ends with the token's longest leading part that names one, and the rest; None when no part
+    names a module of the package (an attribute name such as ``gen_ai.request.model``)."""
+    parts = token.split(".")
+    if parts[0] == PACKAGE or parts[-1] == "py":  # our attribute names; file names
+        return None
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        found = [name for name in modules if name == f"{PACKAGE}.{prefix}" or name.endswith(f".{prefix}")]
+        if found:
+            return found, ".".join(parts[cut:])
+    return None
+
+
+def test_the_architecture_documents_module_names_exist() -> None:
+    """Its ``module.name`` references (``timeline.clock``, ``streams.OBSERVERS``, ``loops.closed_loop``)
+    name something that module defines, or a submodule (``render.tables``): a function that moved to
+    another module leaves a stale reference, which fails here (``run.closed_loop`` went unnoticed)."""
+    modules = _modules()
+    text = (ROOT.parent.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    tokens = sorted(set(re.findall(r"`([a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", text)))
+    checked, stale = 0, []
+    for token in tokens:
+        reference = _module_reference(modules, token)
+        if reference is None:
+            continue
+        candidates, rest = reference
+        checked += 1
+        if not any(rest in _definitions(modules[name]) or f"{name}.{rest}" in modules for name in candidates):
+            stale.append(f"{token} (not in {', '.join(candidates)})")
+    assert checked > 30
+    assert not stale, stale
 
 
 CLI = f"{PACKAGE}.cli"
@@ -371,6 +525,36 @@ def cli_facts() -> list[str]:
         f"longest modules (limit {MAX_LINES} lines): "
         + ", ".join(f"{name.removeprefix(PACKAGE + '.')} {count}" for count, name in reversed(largest)),
         f"longest of the whole package: {max(lines.values())} lines",
+        *core_facts(edges),
+    ]
+
+
+def _arrows_within(edges: Edges, prefix: str) -> tuple[int, int]:
+    """(modules under ``prefix``, import arrows between them)."""
+    inside = {name: targets for name, targets in edges.items() if name.startswith(prefix)}
+    return len(inside), sum(
+        1 for targets in inside.values() for target in targets if target.startswith(prefix)
+    )
+
+
+def core_facts(edges: Edges) -> list[str]:
+    """The core's parts and arrows, and cli/bench/'s inside arrows (issue 30's before and after)."""
+    core = {name: targets for name, targets in edges.items() if not name.startswith(OUTSIDE_CORE)}
+    module_arrows = sum(1 for targets in core.values() for target in targets if target in core)
+    arrows = core_arrows(edges)
+    by_part: dict[str, set[str]] = {}
+    for source, target in sorted(arrows):
+        by_part.setdefault(source or "__init__", set()).add(target)
+    bench_modules, bench_module_arrows = _arrows_within(edges, f"{CLI}.bench")
+    bench_parts = {_bench_part(name) for name in edges if name.startswith(f"{CLI}.bench")}
+    return [
+        f"core: {len(core)} modules in {len({_core_part(name) for name in core})} parts; import arrows"
+        f" between its parts: {len(arrows)}; between its modules: {module_arrows} (before the wings:"
+        f" {CORE_ARROWS_BEFORE} between 29 flat modules)",
+        *(f"  {part} -> {', '.join(sorted(targets))}" for part, targets in by_part.items()),
+        f"cli/bench/: {bench_modules} modules in {len(bench_parts)} parts; import arrows between its"
+        f" parts: {len(bench_arrows(edges))}; between its modules: {bench_module_arrows}"
+        f" (before issue 30: {BENCH_ARROWS_BEFORE} between 23 flat modules)",
     ]
 
 

@@ -16,12 +16,12 @@ from opentelemetry import _logs, metrics, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
-from . import dns, legacy_send
 from .config import load_settings
+from .hooks import dns, legacy_send
+from .hooks.sdk_hooks import Hooks
 from .metrics import Metrics
 from .model import Telemetry, Wrapper
-from .routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
-from .sdk_hooks import Hooks
+from .read.routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from .version import __version__
 from .websocket import hooks as websocket_hooks
 

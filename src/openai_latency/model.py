@@ -43,7 +43,7 @@ class OperationKind:
     """gen_ai.operation.name: chat, embeddings, text_completion, or ``openai`` for the fallback."""
     api_type: str | None
     stream_kind: str
-    """Key of the chunk observer in :mod:`openai_latency.streams`: chat, responses, completions, any."""
+    """Key of the chunk observer in :mod:`openai_latency.hooks.streams`: chat, responses, completions, any."""
 
 
 ANSWER = 1
@@ -91,10 +91,15 @@ class StreamStats:
     first_answer_doubt_ns: int = 0
     last_token_ns: int = 0
     last_token_doubt_ns: int = 0
+    reads: int = 0
+    """Reads of the body so far (:mod:`.hooks.reads`); 0 when they could not be counted."""
+    read_ns: int = 0
+    """When the latest read of the body returned (:mod:`.hooks.reads`): its chunks had arrived by then."""
+    first_token_read: int = 0
+    """``reads`` when the first token chunk was handed over: the read that brought it."""
     burst: int = 0
-    """Token chunks that arrived together with the first token (handed over right after it, each
-    ``next`` a parse only): made before the window that starts at the first token's arrival."""
-    in_burst: bool = False
+    """Token chunks that came in the same read as the first token (:mod:`.hooks.reads`): made before the
+    window that starts at the first token's arrival."""
     token_gap_ns: int = 0
     token_gaps: int = 0
     """Observed server-side gaps between token chunks (arrival to arrival), sum and count."""
@@ -102,6 +107,8 @@ class StreamStats:
     token_gaps_to_answer: int = 0
     """The two sums above as they stood at the first answer chunk (the answer window's start)."""
     last_activity_ns: int = 0
+    last_mark_ns: int = 0
+    """The previous chunk's arrival mark: its read's return, else its hand-over."""
     gaps: array[int] | None = None
     """Observed server-side gaps between chunks of any kind (ns), made at the first one: most calls
     are not streams."""

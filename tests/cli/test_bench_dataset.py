@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from openai_latency.cli.args import UsageError
-from openai_latency.cli.bench import dataset
+from openai_latency.cli.bench.options import dataset
 
 
 def _write(path: Path, items: list[object], array: bool) -> str:

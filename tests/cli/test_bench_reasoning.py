@@ -99,9 +99,9 @@ def test_help_states_what_each_number_means() -> None:
 def test_requests_whose_first_token_waited_for_the_client_are_counted_and_named() -> None:
     """A call whose TTFT is unknown (the instrumentation's ``stream.first_token_waiting``) is not a
     sample of the ttft distribution, and the notes say how many there were and why."""
-    from openai_latency.cli.bench.output import notes
     from openai_latency.cli.bench.plan import Slo
-    from openai_latency.cli.bench.stats import target_stats
+    from openai_latency.cli.bench.results.output import notes
+    from openai_latency.cli.bench.results.stats import target_stats
     from openai_latency.cli.spans.calls import Call
 
     def call(ttft: float | None) -> Call:

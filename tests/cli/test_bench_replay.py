@@ -6,7 +6,6 @@ the usage the server reported; and the calibration's rule on hand-made tokenizer
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from openai_latency.cli.bench.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
+from openai_latency.cli.bench.run.calibrate import FILLERS, PROBES, Calibration, InputCheck, calibrate
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats
 from openai_latency.fake_server import SpawnedServer
@@ -23,26 +22,7 @@ from openai_latency.fake_server.payloads import count_words
 from openai_latency.fake_server.records import RequestRecord
 from openai_latency.fake_server.tokens import pieces_tokens
 from tests.support.cli_runs import chat_records, run_cli, servers
-
-
-def _otlp_span(name: str, start_ns: int, attributes: dict[str, Any], span_id: int) -> dict[str, Any]:
-    def value(item: Any) -> dict[str, Any]:
-        if isinstance(item, bool):
-            return {"boolValue": item}
-        if isinstance(item, int):
-            return {"intValue": str(item)}
-        return {"stringValue": str(item)}
-
-    return {
-        "traceId": f"{span_id:032x}",
-        "spanId": f"{span_id:016x}",
-        "name": name,
-        "kind": 3,
-        "startTimeUnixNano": str(start_ns),
-        "endTimeUnixNano": str(start_ns + 400_000_000),
-        "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
-    }
-
+from tests.support.otlp_files import recorded_calls_file
 
 #: Recorded calls: (seconds after the first, input tokens, output tokens, stream); outputs differ.
 RECORDED = [(0.0, 17, 3, True), (0.09, 26, 5, False), (0.12, 391, 2, True), (0.40, 15, 7, True),
@@ -50,32 +30,7 @@ RECORDED = [(0.0, 17, 3, True), (0.09, 26, 5, False), (0.12, 391, 2, True), (0.4
 
 
 def _recording(folder: Path) -> Path:
-    return _otlp_span_file(folder, RECORDED)
-
-
-def _otlp_span_file(folder: Path, recorded: list[tuple[float, int, int, bool]]) -> Path:
-    """An OTLP JSON file of chat calls (offset, input tokens, output tokens, stream), their phase
-    spans, and an embeddings call (not replayed)."""
-    origin = 1_760_000_000_000_000_000
-    spans = []
-    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(recorded), start=1):
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": "prod-model",
-            "gen_ai.request.stream": stream,
-            "gen_ai.usage.input_tokens": tokens_in,
-            "gen_ai.usage.output_tokens": tokens_out,
-        }
-        start = origin + round(offset * 1e9)
-        spans.append(_otlp_span("chat prod-model", start, attributes, number))
-        phase = {"openai_latency.phase": "network_wait", "gen_ai.operation.name": "chat"}
-        spans.append(_otlp_span("openai.network_wait", start, phase, 100 + number))
-    embeddings = {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 5}
-    spans.append(_otlp_span("embeddings m", origin, embeddings, 99))  # not replayed
-    document = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
-    recorded = folder / "production.jsonl"
-    recorded.write_text(json.dumps(document) + "\n")
-    return recorded
+    return recorded_calls_file(folder, RECORDED)
 
 
 def _replay(

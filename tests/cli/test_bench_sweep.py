@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from openai_latency.cli.bench.record import TargetProgress
-from openai_latency.cli.bench.sweep import STEADY, Saturation, _until_saturated
+from openai_latency.cli.bench.run.record import TargetProgress
+from openai_latency.cli.bench.run.sweep import STEADY, Saturation, _until_saturated
 
 
 def _verdicts(flights: list[int], ttfts: list[float | None]) -> list[bool]:
@@ -58,17 +58,21 @@ def test_an_over_saturated_level_is_cancelled() -> None:
 
 
 def test_the_sweep_table_says_where_the_client_was_the_bottleneck() -> None:
-    from openai_latency.cli.bench.levels import sweep_lines
     from openai_latency.cli.bench.plan import Load
-    from openai_latency.cli.bench.run import RunState
-    from openai_latency.cli.bench.sweep import Sweep
+    from openai_latency.cli.bench.results.levels import level_client, sweep_lines
+    from openai_latency.cli.bench.run.runner import RunState
+    from openai_latency.cli.bench.run.sweep import Sweep
 
     state = RunState(planned={}, chunk_gaps={})
     found = Sweep(1, knee="c=2", max_throughput=10.0, levels=[Load(1), Load(2), Load(1000, 9.0)])
     for label, lag in (("c=1", 0.001), ("c=2", 0.002), ("rate=9/s c<=1000", 0.030)):
         state.level_cpu[label] = 0.5
         state.level_lag[label] = [lag] * 20
-    lines = sweep_lines(found, [], state, markdown=False)
+    clients = {load.label: level_client(load.label, [], state) for load in found.levels}
+    styled = sweep_lines(found, [], clients, markdown=False)
+    lines = [line for line, _ in styled]
+    assert [line for line, style in styled if style == "bold"] == [lines[-2]]  # the knee's sentence
+    assert lines[-2].startswith("knee: c=2")
     (knee,) = [line for line in lines if line.startswith("c=2")]
     assert knee.rstrip().endswith("<- knee")
     (busy,) = [line for line in lines if line.startswith("rate=9/s")]

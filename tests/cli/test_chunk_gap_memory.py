@@ -112,7 +112,7 @@ RECORDING = """
 import json, sys
 from openai_latency.cli.stats import sketch
 from openai_latency.cli.stats.percentiles import Dist
-from openai_latency.cli.bench import run
+from openai_latency.cli.bench.run import runner as run
 from openai_latency.cli import main
 sketch.EXACT = 32
 exact, held = {}, [0]

@@ -5,6 +5,7 @@ is needed."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
@@ -49,6 +50,30 @@ def test_every_command_has_a_one_line_summary_and_every_option_help() -> None:
     bench = run_cli(["bench", "--help"]).out
     assert re.search(r"--target NAME=BASE_URL\[@MODEL\]\s+an endpoint to benchmark", bench)
     assert re.search(r"--format \{table,json,markdown,csv\}\s+output: table", bench)
+
+
+@pytest.mark.parametrize("command", ["demo", "bench", "report", "compare"])
+def test_usage_errors_and_help_go_to_the_commands_own_streams(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``main(argv, out, err)``: argparse's error line goes to ``err`` and ``--help`` to ``out``, never
+    to the process's ``sys.stderr``/``sys.stdout`` (a caller that passes its own streams gets them)."""
+    from openai_latency.cli import main
+    from openai_latency.cli.args import EXIT_OK, EXIT_USAGE
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--no-such-option"], out, err)
+    assert exited.value.code == EXIT_USAGE
+    line = err.getvalue()
+    assert line.startswith(f"openai-latency {command}: error: ") and line.endswith("(see --help)\n"), line
+    assert out.getvalue() == ""
+    help_out, help_err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"], help_out, help_err)
+    assert exited.value.code == EXIT_OK
+    assert help_out.getvalue().startswith(f"usage: openai-latency {command}") and help_err.getvalue() == ""
+    assert capsys.readouterr() == ("", "")
 
 
 def test_fake_server_documents_every_and_the_x_fake_values() -> None:

@@ -16,6 +16,7 @@ import pytest
 from openai_latency.cli.stats.bootstrap import (
     binomial,
     quantile_difference,
+    quantile_interval,
     rate_difference,
     resampled_quantile,
 )
@@ -189,3 +190,18 @@ def test_intervals_are_reproducible_and_cover_the_difference() -> None:
     assert same.estimate == 0 and not same.excludes_zero
     rate = rate_difference((0, 100), (20, 100))
     assert rate.estimate == pytest.approx(0.2) and rate.low > 0.08 and rate.excludes_zero
+
+
+def test_one_samples_median_interval_is_a_brute_force_bootstraps() -> None:
+    """benchmarks/overhead.py's estimate: the median of per-round differences with its interval."""
+    rng = random.Random(6)
+    values = sorted(rng.gauss(250.0, 40.0) for _ in range(120))
+    ours = quantile_interval(values, 0.5)
+    assert ours == quantile_interval(values, 0.5)  # seeded: the same data, the same interval
+    assert ours.estimate == statistics.median(values)
+    brute_rng = random.Random(7)
+    brute = sorted(_brute(values, 0.5, brute_rng) for _ in range(4000))
+    # the same interval within the sampling noise of 2,000 and 4,000 draws
+    assert ours.low == pytest.approx(percentile(brute, 0.025), abs=3.0)
+    assert ours.high == pytest.approx(percentile(brute, 0.975), abs=3.0)
+    assert ours.low < ours.estimate < ours.high

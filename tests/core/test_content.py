@@ -13,8 +13,8 @@ from typing import Any
 import openai
 import pytest
 
-from openai_latency.bounded_json import TRUNCATION_MARKER
-from openai_latency.content import EVENT_NAME
+from openai_latency.content.bounded_json import TRUNCATION_MARKER
+from openai_latency.content.capture import EVENT_NAME
 from tests.support.otel_capture import Full
 from tests.support.span_checks import assert_same_shape, attrs
 
@@ -227,7 +227,7 @@ def test_collected_stream_text_never_exceeds_the_limit() -> None:
     """The observer keeps at most limit + 1 characters, however long the stream."""
     from openai.types.chat import ChatCompletionChunk
 
-    from openai_latency.content import ContentCapture
+    from openai_latency.content.capture import ContentCapture
     from openai_latency.model import StreamStats
 
     capture = ContentCapture("span_only", 50, None)

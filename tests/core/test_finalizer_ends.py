@@ -1,7 +1,7 @@
 """A stream that only the garbage collector ends is ended on deferred's worker thread, never inside
 the collector; open streams are ended at interpreter exit; a forked child ends its own.
 
-Why (src/openai_latency/deferred.py): ending a span runs span processors; ``SimpleSpanProcessor``
+Why (src/openai_latency/call/deferred.py): ending a span runs span processors; ``SimpleSpanProcessor``
 sets a ContextVar, and on CPython <= 3.11 a ContextVar set from a collection that interrupted
 another ``ContextVar.set`` crashes the process (CPython gh-148891; this suite's instrument-cycles
 test hit it as a segmentation fault about once in 40 runs before the hand-over).
@@ -22,7 +22,8 @@ import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
-from openai_latency import OpenAILatencyInstrumentor, deferred
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.call import deferred
 from openai_latency.fake_server import FakeServer
 from tests.support import network
 from tests.support.network import MESSAGES
@@ -112,7 +113,8 @@ import gc, json, os, sys
 import openai
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from openai_latency import OpenAILatencyInstrumentor, deferred
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.call import deferred
 from openai_latency.fake_server import FakeServer
 
 class Lines(SpanExporter):

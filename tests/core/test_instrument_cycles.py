@@ -18,11 +18,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from openai_latency import OpenAILatencyInstrumentor, deferred, legacy_send
+from openai_latency import OpenAILatencyInstrumentor
+from openai_latency.call import deferred
 from openai_latency.fake_server import FakeServer
-from tests.core.test_instrumentor import _targets  # every (owner, attribute) instrument() wraps
+from openai_latency.hooks import legacy_send
 from tests.support import network
 from tests.support.network import MESSAGES
+from tests.support.patch_targets import patched_targets  # every (owner, attribute) instrument() wraps
 from tests.support.span_checks import attrs
 
 CYCLES = 100
@@ -43,7 +45,7 @@ def _legacy_wrapped() -> int:
 def test_100_cycles_no_stacking_no_leftovers(
     tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter, server: FakeServer
 ) -> None:
-    targets = _targets()
+    targets = patched_targets()
     instrumentor = OpenAILatencyInstrumentor()
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     client = network.client(server.base_url, max_retries=0)
@@ -197,4 +199,4 @@ def test_cycles_with_calls_in_flight_on_other_threads(
     assert set(ops) <= {request_id for request_id, _, _ in calls}
     assert by_state[True] > 0 and by_state[False] > 0, by_state  # both kinds happened
     assert unattributed <= by_state[None]  # only calls that straddled a switch
-    assert {_wrap_depth(owner, name) for owner, name in _targets()} == {0}
+    assert {_wrap_depth(owner, name) for owner, name in patched_targets()} == {0}

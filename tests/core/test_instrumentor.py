@@ -17,28 +17,17 @@ import pytest
 import wrapt
 
 from openai_latency import OpenAILatencyInstrumentor
-from openai_latency import attributes as attributes_module
 from openai_latency.config import Settings, load_settings
-from openai_latency.instrumentor import _patch_table, _resolve_owner
-from openai_latency.sdk_hooks import Hooks
+from openai_latency.read import attributes as attributes_module
+from tests.support.patch_targets import patched_targets
 from tests.support.span_checks import Captured, attrs
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _targets() -> list[tuple[Any, str]]:
-    hooks = Hooks.__new__(Hooks)  # only to list the table; never called
-    targets = []
-    for module, path, _wrapper in _patch_table(hooks):
-        owner = _resolve_owner(module, path)
-        if owner is not None:
-            targets.append((owner, path.split(".")[1]))
-    return targets
-
-
 def test_uninstrument_leaves_no_wrapper(instrument: Callable[..., Captured]) -> None:
-    targets = _targets()
+    targets = patched_targets()
     assert len(targets) >= 25
     instrument()
     assert all(isinstance(vars(owner)[name], wrapt.FunctionWrapper) for owner, name in targets)

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, Metric, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 
-from openai_latency.summary import MAX_GAP_POINTS
+from openai_latency.call.summary import MAX_GAP_POINTS
 from tests.support.otel_capture import Full
 from tests.support.span_checks import attrs
 

@@ -17,7 +17,7 @@ import pytest
 from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion
 
-from openai_latency import attributes
+from openai_latency.read import attributes
 
 CHAT = {
     "id": "chatcmpl-1",

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openai_latency import server_timing
 from openai_latency.config import load_settings
-from openai_latency.routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
+from openai_latency.read import server_timing
+from openai_latency.read.routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from tests.support.span_checks import Captured, attrs
 
 MESSAGES = [{"role": "user", "content": "one two three four"}]

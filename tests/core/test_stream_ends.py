@@ -12,8 +12,8 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
-from openai_latency import deferred
-from openai_latency.errors import qualified_name
+from openai_latency.call import deferred
+from openai_latency.read.errors import qualified_name
 from tests.support.span_checks import Captured, attrs
 
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -1,6 +1,6 @@
 """The rules of a finished call, without spans, SDK or server: hand-made timelines in, attributes and
-measurements out (:mod:`openai_latency.summary`), and the data methods the hooks call on
-:class:`Attempt`, :class:`Backoff` and :class:`Timeline` (:mod:`openai_latency.timeline`).
+measurements out (:mod:`openai_latency.call.summary`), and the data methods the hooks call on
+:class:`Attempt`, :class:`Backoff` and :class:`Timeline` (:mod:`openai_latency.call.timeline`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,15 @@ from typing import Any
 import pytest
 
 from openai_latency import _guard
+from openai_latency.call.summary import (
+    MAX_GAP_POINTS,
+    call_summary,
+    measurements,
+    spread_sample,
+    stream_summary,
+)
+from openai_latency.call.timeline import Attempt, Backoff, Timeline
 from openai_latency.model import ANSWER, StreamStats
-from openai_latency.summary import MAX_GAP_POINTS, call_summary, measurements, spread_sample, stream_summary
-from openai_latency.timeline import Attempt, Backoff, Timeline
 
 MS = 1_000_000
 T0 = 1_000 * MS  # the call starts here; every mark below is T0 + a few ms

@@ -16,6 +16,7 @@ import pytest
 
 from openai_latency.fake_server import RequestRecord
 from tests.support.network import sub_phase_ns
+from tests.support.retry import retry_timing
 from tests.support.span_checks import (
     MS,
     Captured,
@@ -230,17 +231,12 @@ def test_late_iteration_counts_as_consumer_time_not_ttft(captured: Captured, tim
     _warm(client)
     # The chunks wait in the socket while the caller sleeps, so each next() only parses. Only when
     # that parse takes over 2 ms (a loaded machine) does a chunk look waited-for and its arrival
-    # time becomes the hand-over: a few runs, one must pass; a real bug fails all of them.
-    for attempt in range(3):
-        try:
-            _late_iteration(captured, client)
-            return
-        except AssertionError:
-            if attempt == 2:
-                raise
+    # time becomes the hand-over: that part is timing (a few runs, one must pass); the rest of each
+    # run is checked once and fails at once.
+    retry_timing(lambda: _late_iteration(captured, client), _late_iteration_timing)
 
 
-def _late_iteration(captured: Captured, client: openai.OpenAI) -> None:
+def _late_iteration(captured: Captured, client: openai.OpenAI) -> dict[str, Any]:
     captured.clear()
     script = {"x-fake-delay-ms": "50", "x-fake-chunks": "3"}
     stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=script)
@@ -252,12 +248,17 @@ def _late_iteration(captured: Captured, client: openai.OpenAI) -> None:
     first_token = next(p for p in captured.phases(op) if p.name == "openai.first_token")
     assert duration_ns(first_token) >= 150 * MS  # wall clock: the span still covers the wait
     assert a["openai_latency.stream.consumer_time"] >= 0.150
+    assert a["gen_ai.response.time_to_first_chunk"] >= 0.050  # time to first chunk as before
+    return a
+
+
+def _late_iteration_timing(a: dict[str, Any]) -> None:
     # The first token was already waiting when the caller came back: it arrived at some time in those
     # 150 ms, which no clock of ours saw. Neither the caller's time as TTFT, nor a guess below the truth:
     # unset, and the span says why (issue 26, item 6).
     assert "openai_latency.time_to_first_token" not in a, a
     assert a["openai_latency.stream.first_token_waiting"] is True
-    assert 0.050 <= a["gen_ai.response.time_to_first_chunk"] < 0.120, a  # time to first chunk as before
+    assert a["gen_ai.response.time_to_first_chunk"] < 0.120, a
 
 
 def test_caller_work_that_overlaps_the_servers_is_not_taken_off_ttft(

@@ -10,6 +10,7 @@ from typing import Any
 
 import openai
 
+from tests.support.retry import retry_timing
 from tests.support.span_checks import Captured, assert_close_ns, attrs, start_mono
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -59,17 +60,22 @@ def test_a_token_that_waited_for_the_late_caller_gets_no_ttft(captured: Captured
     client = _client(timing_server)
     _warm(client)
     # Only a next() that waits over 2 ms counts as waiting for the network: on a loaded machine the
-    # parse of a buffered chunk can take that long, and the chunk then looks waited-for. A few runs,
-    # one must pass; a real bug fails all of them.
-    for attempt in range(3):
-        a = _late_stream(captured, client, first_token_ms=20, late_ms=60)
-        if "openai_latency.time_to_first_token" not in a or attempt == 2:
-            break
+    # parse of a buffered chunk can take that long, and the chunk then looks waited-for. So whether
+    # TTFT is unset gets a few runs (one must pass); the rest of each run is checked once.
+    retry_timing(lambda: _late_stream_checked(captured, client), _ttft_left_unset)
+
+
+def _late_stream_checked(captured: Captured, client: openai.OpenAI) -> dict[str, Any]:
+    a = _late_stream(captured, client, first_token_ms=20, late_ms=60)
+    assert a["openai_latency.stream.consumer_time"] >= 0.060
+    assert "gen_ai.response.time_to_first_chunk" in a
+    return a
+
+
+def _ttft_left_unset(a: dict[str, Any]) -> None:
     assert "openai_latency.time_to_first_token" not in a
     assert "openai_latency.time_to_first_answer_token" not in a
     assert a["openai_latency.stream.first_token_waiting"] is True
-    assert a["openai_latency.stream.consumer_time"] >= 0.060
-    assert "gen_ai.response.time_to_first_chunk" in a
 
 
 def test_stalls_and_max_gap_count_gaps_between_tokens_only(instrument: Any, timing_server: Any) -> None:
@@ -186,7 +192,7 @@ def test_every_float_attribute_is_exact_to_the_nanosecond(instrument: Any, serve
 
 
 def test_seconds_are_exact_for_every_nanosecond_count() -> None:
-    from openai_latency.timeline import seconds
+    from openai_latency.clock import seconds
 
     for ns in itertools.chain(
         range(0, 10_000, 7), range(150_945_000, 150_946_000), (1, 10**9 + 1, 2**40 + 3)

@@ -8,7 +8,7 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
-from openai_latency.routing import api_path, fallback_kind, path_template
+from openai_latency.read.routing import api_path, fallback_kind, path_template
 from tests.support.span_checks import Captured, assert_tiles, attrs
 
 PHASES = ["openai.request_build", "openai.network_wait", "openai.response_read"]

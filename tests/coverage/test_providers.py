@@ -9,8 +9,8 @@ import openai
 import pytest
 from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import GenAiProviderNameValues as Known
 
-from openai_latency.attributes import client_attributes, provider_name
 from openai_latency.fake_server import FakeServer
+from openai_latency.read.attributes import client_attributes, provider_name
 from tests.support.span_checks import Captured, attrs
 
 API_VERSION = "2024-10-21"

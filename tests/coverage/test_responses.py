@@ -23,9 +23,9 @@ from openai.types.responses import (
 )
 from opentelemetry.trace import StatusCode
 
+from openai_latency.clock import clock
+from openai_latency.hooks.streams import OBSERVERS
 from openai_latency.model import StreamStats
-from openai_latency.streams import OBSERVERS
-from openai_latency.timeline import clock
 from tests.support.span_checks import (
     MS,
     Captured,

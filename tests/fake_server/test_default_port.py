@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from openai_latency.attributes import provider_name
 from openai_latency.fake_server.cli import build_parser
+from openai_latency.read.attributes import provider_name
 from tests.support.cli_runs import COMMAND, run_cli
 
 DEFAULT_PORT: int = build_parser().get_default("port")

@@ -14,16 +14,16 @@ import openai
 import pytest
 
 from openai_latency.fake_server import FakeServer, RequestRecord, ScriptError, SpawnedServer
-from tests.fake_server.test_server import (
+from tests.support.fake_server_checks import (
     MESSAGES,
     MS,
-    SLACK_MS,
     SRC,
+    Lateness,
     fake,
     gaps_ms,
-    retried,
     run_concurrently,
 )
+from tests.support.retry import retry_timing
 
 MODES = ("reasoning_content", "reasoning", "hidden", "summary")
 THOUGHT = "think0 think1 think2"
@@ -333,53 +333,51 @@ def _in_ms(ns: int) -> float:
     return ns / MS
 
 
-def _assert_paced(gaps: list[float], pace_ms: float) -> None:
-    """Every gap at least the pace, none far above it, and on average within a few ms of it."""
-    assert gaps and all(pace_ms <= gap <= pace_ms + SLACK_MS for gap in gaps), gaps
-    assert sum(gaps) / len(gaps) <= pace_ms + PACE_SLACK_MS, gaps
-
-
-def _streamed_reasoning_schedule(server: SpawnedServer) -> Callable[[], None]:
+def _streamed_reasoning_schedule(server: SpawnedServer) -> Callable[[], Lateness]:
     """The brief's example: 20 reasoning tokens at 10 ms, then 5 answer chunks at 30 ms."""
 
-    def scenario() -> None:
+    def scenario() -> Lateness:
         headers = reasoning(tokens=20, reasoning_delay_ms=10, ttft_ms=50, chunks=5, chunk_delay_ms=30)
         _, request_id = chat_stream(_sdk(server), headers)
         record = server.record(request_id)
         role_ns = record.event_ns("role")[0]
         assert record.first_reasoning_ns is not None and record.first_content_ns is not None
-        assert 50 <= _in_ms(record.first_reasoning_ns - role_ns) <= 50 + SLACK_MS
-        _assert_paced(gaps_ms(record.reasoning_event_ns), 10)
-        answer_after = _in_ms(record.first_content_ns - record.event_ns("reasoning")[-1])
-        assert 10 <= answer_after <= 10 + SLACK_MS
-        _assert_paced(gaps_ms(record.content_event_ns), 30)
         assert record.first_token_ns == record.first_reasoning_ns
         assert record.last_token_ns is not None and len(record.token_event_ns) == 25
+        late = Lateness()
+        late.at_least(_in_ms(record.first_reasoning_ns - role_ns), 50, "first reasoning token")
+        late.paced(gaps_ms(record.reasoning_event_ns), 10, "reasoning gaps", PACE_SLACK_MS)
+        answer_after = _in_ms(record.first_content_ns - record.event_ns("reasoning")[-1])
+        late.at_least(answer_after, 10, "answer after the reasoning")
+        late.paced(gaps_ms(record.content_event_ns), 30, "answer gaps", PACE_SLACK_MS)
         span = _in_ms(record.last_token_ns - record.first_token_ns)
         # 19 x 10 + 10 + 4 x 30 over 24 token gaps
-        assert 320 <= span <= 320 + 24 * PACE_SLACK_MS, span
+        late.at_least(span, 320, "first to last token", slack=24 * PACE_SLACK_MS)
+        return late
 
     return scenario
 
 
-def _hidden_reasoning_silence(server: SpawnedServer) -> Callable[[], None]:
-    def scenario() -> None:
+def _hidden_reasoning_silence(server: SpawnedServer) -> Callable[[], Lateness]:
+    def scenario() -> Lateness:
         headers = reasoning("hidden", tokens=20, reasoning_delay_ms=10, ttft_ms=50, chunks=3)
         _, request_id = chat_stream(_sdk(server), headers)
         record = server.record(request_id)
         assert kinds(record)[:4] == ["role", "reasoning_hidden_start", "reasoning_hidden_end", "content"]
         role_ns, (start, end) = record.event_ns("role")[0], record.hidden_reasoning_ns or (0, 0)
         assert record.first_content_ns is not None
-        assert 50 <= _in_ms(start - role_ns) <= 50 + SLACK_MS
-        assert 200 <= _in_ms(end - start) <= 200 + SLACK_MS  # N x D of silence
-        assert 0 <= _in_ms(record.first_content_ns - end) <= SLACK_MS
-        assert 250 <= _in_ms(record.first_content_ns - role_ns) <= 250 + SLACK_MS
+        late = Lateness()
+        late.at_least(_in_ms(start - role_ns), 50, "silence starts")
+        late.at_least(_in_ms(end - start), 200, "N x D of silence")
+        late.at_least(_in_ms(record.first_content_ns - end), 0, "answer after the silence")
+        late.at_least(_in_ms(record.first_content_ns - role_ns), 250, "first answer token")
+        return late
 
     return scenario
 
 
-def _responses_summary_schedule(server: SpawnedServer) -> Callable[[], None]:
-    def scenario() -> None:
+def _responses_summary_schedule(server: SpawnedServer) -> Callable[[], Lateness]:
+    def scenario() -> Lateness:
         headers = reasoning("summary", tokens=5, reasoning_delay_ms=20, ttft_ms=40, chunks=2)
         with _sdk(server).responses.with_streaming_response.create(
             model="o4-mini", input="hi", stream=True, extra_headers=headers
@@ -390,17 +388,19 @@ def _responses_summary_schedule(server: SpawnedServer) -> Callable[[], None]:
         start, end = record.hidden_reasoning_ns or (0, 0)
         summary = record.reasoning_event_ns
         assert record.first_content_ns is not None and len(summary) == 5
-        assert 40 <= _in_ms(start - opened) <= 40 + SLACK_MS
-        assert 100 <= _in_ms(end - start) <= 100 + SLACK_MS
-        assert 0 <= _in_ms(summary[0] - end) <= SLACK_MS
-        _assert_paced(gaps_ms(summary), 20)
-        assert 20 <= _in_ms(record.first_content_ns - summary[-1]) <= 20 + SLACK_MS
+        late = Lateness()
+        late.at_least(_in_ms(start - opened), 40, "silence starts")
+        late.at_least(_in_ms(end - start), 100, "silence")
+        late.at_least(_in_ms(summary[0] - end), 0, "first summary delta")
+        late.paced(gaps_ms(summary), 20, "summary gaps", PACE_SLACK_MS)
+        late.at_least(_in_ms(record.first_content_ns - summary[-1]), 20, "answer after the summary")
+        return late
 
     return scenario
 
 
-def _responses_text_schedule(server: SpawnedServer) -> Callable[[], None]:
-    def scenario() -> None:
+def _responses_text_schedule(server: SpawnedServer) -> Callable[[], Lateness]:
+    def scenario() -> Lateness:
         headers = reasoning("reasoning", tokens=4, reasoning_delay_ms=20, ttft_ms=40, chunks=2)
         with _sdk(server).responses.with_streaming_response.create(
             model="o4-mini", input="hi", stream=True, extra_headers=headers
@@ -410,12 +410,14 @@ def _responses_text_schedule(server: SpawnedServer) -> Callable[[], None]:
         part_added = record.event_ns("event:response.content_part.added")[0]  # of the reasoning text
         deltas = record.event_ns("event:response.reasoning_text.delta")
         assert record.reasoning_event_ns == deltas and record.first_content_ns is not None
-        assert 40 <= _in_ms(deltas[0] - part_added) <= 40 + SLACK_MS
-        _assert_paced(gaps_ms(deltas), 20)
-        # the reasoning item closes and the message opens with the first answer delta, D after
-        assert 20 <= _in_ms(record.first_content_ns - deltas[-1]) <= 20 + SLACK_MS
         closed = record.event_ns("event:response.reasoning_text.done")[0]
         assert deltas[-1] < closed <= record.first_content_ns
+        late = Lateness()
+        late.at_least(_in_ms(deltas[0] - part_added), 40, "first reasoning delta")
+        late.paced(gaps_ms(deltas), 20, "reasoning gaps", PACE_SLACK_MS)
+        # the reasoning item closes and the message opens with the first answer delta, D after
+        late.at_least(_in_ms(record.first_content_ns - deltas[-1]), 20, "answer after the reasoning")
+        return late
 
     return scenario
 
@@ -428,7 +430,9 @@ def test_reasoning_schedules(timing_server: SpawnedServer) -> None:
         _responses_summary_schedule,
         _responses_text_schedule,
     )
-    run_concurrently(*(retried(make(timing_server)) for make in scenarios))
+    run_concurrently(
+        *(lambda make=make: retry_timing(make(timing_server), Lateness.check) for make in scenarios)
+    )
 
 
 # -- batched writes ----------------------------------------------------------------------------------
@@ -436,9 +440,10 @@ def test_reasoning_schedules(timing_server: SpawnedServer) -> None:
 PACE_MS = 1.5
 
 
-def _check_batches(record: RequestRecord, tokens: int, batch: int) -> None:
+def _check_batches(record: RequestRecord, tokens: int, batch: int) -> Lateness:
     """``tokens`` tokens written ``batch`` at a time at the scripted pace: one log time per batch, each
-    batch written once its last token was due, the pace right on average."""
+    batch written once its last token was due (checked here), soon after and the pace right on
+    average (the returned timing half)."""
     times, due = record.token_event_ns, record.scripted_ns
     assert len(times) == len(due) == tokens
     writes = sorted(set(times))
@@ -448,30 +453,32 @@ def _check_batches(record: RequestRecord, tokens: int, batch: int) -> None:
     assert {b - a for a, b in itertools.pairwise(due)} == {round(PACE_MS * MS)}
     assert abs((due[-1] - due[0]) / (tokens - 1) / MS - PACE_MS) <= 0.05 * PACE_MS
     # each batch goes out once its last token is due, and soon after
-    lateness = [_in_ms(w - due[(j + 1) * batch - 1]) for j, w in enumerate(writes)]
-    assert min(lateness) >= 0 and max(lateness) <= SLACK_MS, lateness
+    late = Lateness()
+    for j, write in enumerate(writes):
+        late.at_least(_in_ms(write - due[(j + 1) * batch - 1]), 0, f"batch {j}")
     # the writes keep the pace: first batch to last, over the tokens between them
     pace = _in_ms(writes[-1] - writes[0]) / (tokens - batch)
-    assert abs(pace - PACE_MS) <= 0.05 * PACE_MS, pace
+    late.late.append(("pace off the script", abs(pace - PACE_MS), 0.05 * PACE_MS))
+    return late
 
 
-def _batched_chat(server: SpawnedServer) -> Callable[[], None]:
-    def scenario() -> None:
+def _batched_chat(server: SpawnedServer) -> Callable[[], Lateness]:
+    def scenario() -> Lateness:
         headers = fake(chunks=64, chunk_delay_ms=PACE_MS, ttft_ms=PACE_MS, write_batch=4)
         chunks, request_id = chat_stream(_sdk(server), headers)
         assert "".join(delta_field(chunks, "content")) == " ".join(f"tok{i}" for i in range(64))
         record = server.record(request_id)
         assert kinds(record) == ["role", *["content"] * 64, "finish", "done"]
-        _check_batches(record, 64, 4)
+        return _check_batches(record, 64, 4)
 
     return scenario
 
 
-def _batched_responses_reasoning(server: SpawnedServer) -> Callable[[], None]:
+def _batched_responses_reasoning(server: SpawnedServer) -> Callable[[], Lateness]:
     """30 reasoning + 34 answer tokens, 4 a batch: one batch holds both channels (and the events that
     close the reasoning item and open the message between them)."""
 
-    def scenario() -> None:
+    def scenario() -> Lateness:
         headers = reasoning(
             "reasoning_content",
             tokens=30,
@@ -488,15 +495,17 @@ def _batched_responses_reasoning(server: SpawnedServer) -> Callable[[], None]:
             record = server.record(response.headers["x-request-id"])
         assert [e.sequence_number for e in events] == list(range(len(events)))
         assert events[-1].response.output_text == " ".join(f"tok{i}" for i in range(34))  # type: ignore[union-attr]
-        _check_batches(record, 64, 4)
+        late = _check_batches(record, 64, 4)
         straddling = record.reasoning_event_ns[-1]
         assert record.content_event_ns[1] == straddling  # r28 r29 a0 a1 in one write
         assert record.event_ns("event:response.output_item.done")[0] == straddling
+        return late
 
     return scenario
 
 
 def test_write_batch_coalesces_at_a_fast_pace(timing_server: SpawnedServer) -> None:
     run_concurrently(
-        retried(_batched_chat(timing_server)), retried(_batched_responses_reasoning(timing_server))
+        lambda: retry_timing(_batched_chat(timing_server), Lateness.check),
+        lambda: retry_timing(_batched_responses_reasoning(timing_server), Lateness.check),
     )

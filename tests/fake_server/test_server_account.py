@@ -11,7 +11,7 @@ import pytest
 
 from openai_latency.fake_server import FakeServer, ScriptError
 from openai_latency.fake_server.script import parse_script
-from tests.fake_server.test_server import raw
+from tests.support.fake_server_checks import raw
 
 CHAT = "/v1/chat/completions"
 LLAMA = {"x-fake-server-timings": "llama", "x-fake-ttft-ms": "12.5", "x-fake-chunk-delay-ms": "2"}

@@ -8,9 +8,10 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from openai_latency import OpenAILatencyInstrumentor, instrumentor, legacy_send
+from openai_latency import OpenAILatencyInstrumentor, instrumentor
 from openai_latency.fake_server import FakeServer
-from openai_latency.sdk_hooks import Hooks
+from openai_latency.hooks import legacy_send
+from openai_latency.hooks.sdk_hooks import Hooks
 from tests.support import network
 from tests.support.network import MESSAGES, OPENAI_MAJOR, network_waits, sub_phases
 from tests.support.span_checks import Captured

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from openai_latency.fake_server import SpawnedServer
-from openai_latency.headers import header_attributes
+from openai_latency.read.headers import header_attributes
 from tests.support import network
 from tests.support.network import MESSAGES, attr, network_waits, sub_phases
 from tests.support.span_checks import Captured, duration_ns

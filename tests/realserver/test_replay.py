@@ -10,8 +10,8 @@ from pathlib import Path
 
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats
-from tests.cli.test_bench_replay import _otlp_span_file
 from tests.support.cli_runs import run_cli
+from tests.support.otlp_files import recorded_calls_file
 
 from .llama import LlamaServer
 
@@ -22,7 +22,7 @@ CALLS = [(0.0, 40, 3, True), (0.2, 257, 5, False), (0.5, 23, 4, True), (0.6, 110
 
 def test_replay_reproduces_the_token_counts_on_a_real_tokenizer(llama: LlamaServer, tmp_path: Path) -> None:
     out = tmp_path / "spans.jsonl"
-    recording = _otlp_span_file(tmp_path, CALLS)
+    recording = recorded_calls_file(tmp_path, CALLS)
     result = run_cli(["bench", "--model", llama.shape.name, "--target", f"llama={llama.base_url}",
                       "--replay", str(recording), "--format", "json", "--out", str(out)])  # fmt: skip
     assert result.code == 0, result.err

@@ -27,10 +27,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 import openai_latency
-from openai_latency import OpenAILatencyInstrumentor, _guard, deferred, registry
-from openai_latency.attributes import provider_name
+from openai_latency import OpenAILatencyInstrumentor, _guard
+from openai_latency.call import deferred
+from openai_latency.call.operation import Operation
 from openai_latency.fake_server import FakeServer
-from openai_latency.operation import Operation
+from openai_latency.hooks import registry
+from openai_latency.read.attributes import provider_name
 from tests.support import network
 
 PACKAGE = str(Path(openai_latency.__file__).resolve().parent)

@@ -118,3 +118,49 @@ def jaeger_traces(spans: Sequence[ReadableSpan]) -> list[dict[str, Any]]:
             "warnings": None,
         })  # fmt: skip
     return list(traces.values())
+
+
+def otlp_span(name: str, start_ns: int, attributes: dict[str, Any], span_id: int) -> dict[str, Any]:
+    """One span as an OTLP JSON object (400 ms long; trace and span id from ``span_id``)."""
+
+    def value(item: Any) -> dict[str, Any]:
+        if isinstance(item, bool):
+            return {"boolValue": item}
+        if isinstance(item, int):
+            return {"intValue": str(item)}
+        return {"stringValue": str(item)}
+
+    return {
+        "traceId": f"{span_id:032x}",
+        "spanId": f"{span_id:016x}",
+        "name": name,
+        "kind": 3,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(start_ns + 400_000_000),
+        "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
+    }
+
+
+def recorded_calls_file(folder: Path, recorded: list[tuple[float, int, int, bool]]) -> Path:
+    """An OTLP JSON file of chat calls (offset, input tokens, output tokens, stream), their phase
+    spans, and an embeddings call (not replayed)."""
+    origin = 1_760_000_000_000_000_000
+    spans = []
+    for number, (offset, tokens_in, tokens_out, stream) in enumerate(reversed(recorded), start=1):
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "prod-model",
+            "gen_ai.request.stream": stream,
+            "gen_ai.usage.input_tokens": tokens_in,
+            "gen_ai.usage.output_tokens": tokens_out,
+        }
+        start = origin + round(offset * 1e9)
+        spans.append(otlp_span("chat prod-model", start, attributes, number))
+        phase = {"openai_latency.phase": "network_wait", "gen_ai.operation.name": "chat"}
+        spans.append(otlp_span("openai.network_wait", start, phase, 100 + number))
+    embeddings = {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 5}
+    spans.append(otlp_span("embeddings m", origin, embeddings, 99))  # not replayed
+    document = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
+    recorded = folder / "production.jsonl"
+    recorded.write_text(json.dumps(document) + "\n")
+    return recorded

@@ -10,7 +10,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from openai_latency.timeline import to_monotonic_ns
+from openai_latency.clock import to_monotonic_ns
 
 MS = 1_000_000
 

@@ -15,7 +15,8 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
-from openai_latency import OpenAILatencyInstrumentor, _guard, deferred
+from openai_latency import OpenAILatencyInstrumentor, _guard
+from openai_latency.call import deferred
 from openai_latency.fake_server import Canned, FakeServer
 from openai_latency.instrumentor import _resolve_owner
 from openai_latency.websocket import arrivals, hooks

@@ -21,7 +21,7 @@ from .args import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageErr
 
 #: Command -> what it does, in one line (``openai-latency --help``).
 SUMMARIES = {
-    "demo": "the whole story on two local fake endpoints, in half a minute (no key, no network)",
+    "demo": "the whole story on three local fake endpoints, in half a minute (no key, no network)",
     "bench": "benchmark OpenAI-compatible endpoints or models side by side, every phase of every request",
     "report": "p50/p95/p99 per phase, triage and waterfall from exported traces (files or Jaeger)",
     "compare": "compare two runs with confidence intervals; --fail-if gates a CI job",

@@ -9,7 +9,11 @@ import math
 import os
 import re
 import sys
-from typing import NoReturn, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 #: Exit statuses of every command (the policy is ``cli.main``'s: it maps what a command raises).
 EXIT_OK = 0
@@ -32,11 +36,24 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE`` (exit status 2)."""
+    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE`` (exit status 2), on
+    the command's ``err``; ``--help`` goes to its ``out`` (both default to the process's streams)."""
+
+    def __init__(self, *args: Any, out: TextIO | None = None, err: TextIO | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.out, self.err = out, err
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        print(f"{self.prog}: error: {message} (see --help)", file=self.err or sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """argparse's one writer (help, usage, version): stdout means ``out``, stderr ``err``."""
+        if file is None or file is sys.stdout:
+            file = self.out or sys.stdout
+        elif file is sys.stderr:
+            file = self.err or sys.stderr
+        super()._print_message(message, file)
 
 
 def duration(text: str, default_unit: str = "s") -> float:
@@ -92,6 +109,38 @@ def count_list(text: str) -> list[int]:
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"a value is repeated: {text!r}")
     return values
+
+
+def add_by_option(parser: argparse.ArgumentParser, keys: Sequence[str], default: str) -> None:
+    """``--by``, report's and compare's: grouping keys, comma-separated or repeated, or ``none``."""
+    parser.add_argument(
+        "--by",
+        action="append",
+        metavar="KEYS",
+        help=(
+            f"group calls by these keys, comma-separated or repeated: {', '.join(keys)}, or 'none' for"
+            f" one group (default: {default})"
+        ),
+    )
+
+
+def by_keys(
+    parser: argparse.ArgumentParser, values: list[str] | None, keys: Sequence[str]
+) -> list[str] | None:
+    """The ``--by`` keys, checked (a usage error names the unknown one); None when not given: the
+    command's default applies (:func:`..stats.groups.default_by`)."""
+    if values is None:
+        return None
+    chosen: list[str] = []
+    for value in values:
+        for item in (part.strip() for part in value.split(",")):
+            if not item or item == "none":
+                continue
+            if item not in keys:
+                parser.error(f"--by: unknown key {item!r} (choose from {', '.join(keys)}, none)")
+            if item not in chosen:
+                chosen.append(item)
+    return chosen
 
 
 def write_output(out: TextIO, text: str) -> None:

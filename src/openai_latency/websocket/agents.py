@@ -30,11 +30,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv as sc
 from .._guard import guarded, report
-from ..attributes import client_attributes, request_attributes
-from ..errors import qualified_name
+from ..clock import EPOCH_OFFSET_NS, clock
 from ..model import Args, Kwargs, Telemetry, Wrapped
-from ..routing import RESPONSES
-from ..timeline import EPOCH_OFFSET_NS, clock
+from ..read.attributes import client_attributes, request_attributes
+from ..read.errors import qualified_name
+from ..read.routing import RESPONSES
 from . import arrivals, handshake
 from .responses import FINAL, observe
 from .turns import Turn, Turns, created, end, feed, frame_written, open_operation

@@ -24,7 +24,7 @@ import weakref
 from collections import deque
 from typing import Any, Final
 
-from ..timeline import clock
+from ..clock import clock
 
 ATTRIBUTE: Final = "_openai_latency_arrivals"
 """Where a websockets connection keeps its stamps (in its ``__dict__``)."""

@@ -23,10 +23,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
 from .._guard import guarded
-from ..attributes import client_attributes
-from ..errors import qualified_name
+from ..clock import EPOCH_OFFSET_NS, clock
 from ..model import Args, Attributes, Kwargs, Telemetry, Wrapped
-from ..timeline import EPOCH_OFFSET_NS, clock
+from ..read.attributes import client_attributes
+from ..read.errors import qualified_name
 from . import arrivals
 
 SPAN_NAME: Final = "openai.websocket.connect"

@@ -23,8 +23,8 @@ from typing import Any
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .._guard import report
+from ..clock import clock
 from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
-from ..timeline import clock
 from . import agents, arrivals, realtime, responses
 from .handshake import Handshakes
 from .responses import STATE

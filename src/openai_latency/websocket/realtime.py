@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .. import deferred
 from .. import semconv as sc
-from ..attributes import response_attributes
+from ..call import deferred
 from ..model import ANSWER, Attributes, OperationKind, StreamStats, Telemetry
+from ..read.attributes import response_attributes
 from . import handshake
 from .responses import STATE
 from .turns import Turn, Turns, created, end, feed, frame_written, open_operation

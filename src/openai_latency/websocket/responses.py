@@ -20,12 +20,12 @@ from typing import Any, Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
-from .. import deferred
 from .. import semconv as sc
-from ..attributes import request_attributes
+from ..call import deferred
+from ..hooks.streams import OBSERVERS
 from ..model import StreamStats, Telemetry
-from ..routing import RESPONSES
-from ..streams import OBSERVERS
+from ..read.attributes import request_attributes
+from ..read.routing import RESPONSES
 from . import handshake
 from .turns import Turn, Turns, created, end, feed, frame_written, open_operation
 

@@ -26,11 +26,12 @@ from typing import Any
 from opentelemetry.trace import Link, SpanContext
 
 from .. import semconv as sc
+from ..call.operation import Operation
+from ..call.summary import measurements
+from ..call.timeline import Phase, Timeline
+from ..clock import seconds
+from ..hooks.streams import _on_chunk  # the SSE streams' per-chunk bookkeeping, reused as it is
 from ..model import Attributes, Observer, OperationKind, StreamStats, Telemetry
-from ..operation import Operation
-from ..streams import _on_chunk  # the SSE streams' per-chunk bookkeeping, reused as it is
-from ..summary import measurements
-from ..timeline import Phase, Timeline, seconds
 
 
 class WsTimeline(Timeline):

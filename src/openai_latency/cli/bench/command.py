@@ -27,15 +27,16 @@ from ..spans.files import read_spans
 from ..spans.names import BENCH_TARGET, OPERATION_NAME
 from ..spans.span import ReadStats, Span
 from ..spans.write import WriteError, from_readable, write_otlp_json
-from . import cache
-from .failures import FirstErrors, all_failed_lines
-from .options import build_parser, options_from
-from .output import print_tables, render_csv, result_json
+from .options.parser import build_parser, options_from
 from .plan import Load, Plan, Target
-from .record import Recorder
-from .run import Runner, RunState, clients_for, instrumented, progress_lines, supervise
-from .stats import TargetStats, target_stats
-from .sweep import Sweep, run_sweep
+from .results import cache
+from .results.build import BenchResult, build
+from .results.failures import FirstErrors, all_failed_lines
+from .results.output import print_tables, render_csv, result_json
+from .results.stats import target_stats
+from .run.record import Recorder
+from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .run.sweep import Sweep, run_sweep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     """The results on ``out``, notes and warnings on ``err``; :class:`UsageError` for bad input."""
     out = out or sys.stdout
     err = err or sys.stderr
-    options = options_from(build_parser().parse_args(argv))
+    options = options_from(build_parser(out, err).parse_args(argv))
     try:
         import openai  # noqa: F401
         import opentelemetry.sdk.trace  # noqa: F401
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         chunk_gaps={},
     )
     if schedule.workers > 1:
-        from .workers import run_in_workers
+        from .run.workers import run_in_workers
 
         with tempfile.TemporaryDirectory(prefix="openai-latency-bench-") as folder:
             parts = run_in_workers(plan, state, folder, err)
@@ -191,33 +192,25 @@ def _check_plotly() -> None:
 
 
 def _write_html(
-    plan: Plan, calls: list[Call], stats: list[TargetStats], err: TextIO, sweep: Sweep | None = None
+    plan: Plan, calls: list[Call], result: BenchResult, err: TextIO, sweep: Sweep | None = None
 ) -> None:
     from ...version import __version__
     from ..render.charts import Knee
-    from ..render.html import write_html
+    from ..render.html import write_page
     from ..render.verdict import sentences
-    from .verdicts import level_verdicts
 
     options = plan.options
-    levels: dict[str, list[TargetStats]] = {}
-    for s in stats:
-        levels.setdefault(s.group.key.get("load", ""), []).append(s)
+    levels = result.levels
     notes = [
-        f"{load}: {line}" if len(levels) > 1 else line
-        for load, level in levels.items()
-        for v in level_verdicts(level, options.baseline)
+        f"{level.load}: {line}" if len(levels) > 1 else line
+        for level in levels
+        for v in level.verdicts
         for line in sentences(v)
     ]
     title = f"openai-latency bench: {', '.join(t.name for t in plan.targets)}"
     assert options.html is not None
-    try:
-        knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
-        write_html(options.html, title, notes, calls, __version__, knee)
-    except OSError as exc:
-        print(f"openai-latency bench: --html: cannot write {options.html}: {exc.strerror or exc}", file=err)
-        return
-    print(f"charts: {options.html} (one self-contained page, opens offline)", file=err)
+    knee = Knee(sweep.knee, sweep.knee_rule) if sweep and sweep.knee else None
+    write_page("bench", options.html, title, notes, calls, __version__, err, knee)
 
 
 def _concatenate(parts: Sequence[str], out: str) -> None:
@@ -261,18 +254,17 @@ def _finish(
     unverified = cache.unverified((s.label, s.cache) for s in stats if s.cache is not None)
     if unverified:
         print(cache.warning(unverified), file=err)
-    order = {t.name: i for i, t in enumerate(plan.targets)}
-    stats.sort(key=lambda s: (s.group.key.get("load", ""), order.get(s.group.key["target"], 0)))
+    result = build(plan, stats, state)  # the verdicts and every number: once, read by each output
     output = Output(out)
     if options.format == "json":
-        output.line(json.dumps(result_json(plan, stats, state), indent=2))
+        output.line(json.dumps(result_json(plan, result, state), indent=2))
     elif options.format == "csv":
-        output.line(render_csv(stats, options.slo))
+        output.line(render_csv(result.stats, options.slo))
     else:
-        print_tables(output, plan, stats, state)
+        print_tables(output, plan, result, state)
     output.flush()
     if options.html:
-        _write_html(plan, calls, stats, err, state.sweep)
+        _write_html(plan, calls, result, err, state.sweep)
     if options.out and options.format in ("table", "markdown"):
         print(f"\nspans: {options.out} (openai-latency report {options.out} rereads them)", file=err)
     if state.interrupted:

@@ -11,15 +11,6 @@ from typing import Any, Literal
 from .lengths import Lengths
 from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
 
-#: The SLO bounds ``--slo`` accepts: metric name -> what it bounds.
-SLO_METRICS = {
-    "ttft": "time to first token (any channel, reasoning included)",
-    "ttft_answer": "time to first answer token",
-    "reasoning": "thinking time (first reasoning token -> first answer token)",
-    "ttfc": "time to first chunk",
-    "tpot": "time per output token",
-    "e2e": "request duration",
-}
 #: The default ``--ramp-up``: 5 ms per closed-loop worker, at most 1 s. Setting up a streamed request
 #: through the SDK takes the client 1-3 ms of CPU, so C workers started at one instant delay the
 #: last one's TTFT by C times that (+190 ms on every request of the first round at -c 64, measured).

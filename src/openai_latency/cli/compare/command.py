@@ -4,7 +4,6 @@ that a CI job can gate on (exit 1)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from ...version import __version__
-from ..args import EXIT_FAILED, EXIT_OK, Parser, write_output
+from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, write_output
 from ..render.tables import table
 from ..render.verdict import method, method_json, ms, sentences, verdict_json, verdict_rows
 from ..spans.calls import Call
@@ -20,17 +19,17 @@ from ..spans.collect import collect_calls
 from ..spans.files import without_gc
 from ..spans.names import GROUP_KEYS
 from ..spans.span import InputError, ReadStats
-from ..stats.groups import Group, group
+from ..stats.groups import DEFAULT_BY_TEXT, Group, default_by, group
 from ..stats.verdict import Verdict, compare
 from .conditions import Condition, find_estimate, parse_condition
 from .inputs import Source, open_side
 
-DEFAULT_BY = ("endpoint", "model")
 
-
-def _parser() -> Parser:
+def _parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser:
     parser = Parser(
         prog="openai-latency compare",
+        out=out,
+        err=err,
         description=(
             "Compare two runs (a stored baseline and the current one): per group, the difference of TTFT,"
             " time to first answer token, e2e and TPOT at p50 and p95 and of the error rate, with 95 %"
@@ -46,14 +45,7 @@ def _parser() -> Parser:
     )
     parser.add_argument("baseline", metavar="BASELINE", help="the run to compare against")
     parser.add_argument("current", metavar="CURRENT", help="the run under test")
-    parser.add_argument(
-        "--by",
-        metavar="KEYS",
-        help=(
-            f"group calls by these comma-separated keys: {', '.join(GROUP_KEYS)}, or 'none' (default as"
-            " report: target and load level for bench spans, else endpoint,model)"
-        ),
-    )
+    add_by_option(parser, GROUP_KEYS, DEFAULT_BY_TEXT)
     parser.add_argument(
         "--fail-if",
         action="append",
@@ -74,23 +66,6 @@ def _parser() -> Parser:
         help="also write charts of both runs (distributions, phases, time, slowest calls): one offline page",
     )
     return parser
-
-
-def _keys(parser: argparse.ArgumentParser, text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    keys = [item.strip() for item in text.split(",") if item.strip() and item.strip() != "none"]
-    for key in keys:
-        if key not in GROUP_KEYS:
-            parser.error(f"--by: unknown key {key!r} (choose from {', '.join(GROUP_KEYS)}, none)")
-    return keys
-
-
-def _default_by(calls: Sequence[Call]) -> list[str]:
-    """As report's: target (and load level) for the spans of ``bench --out``, else endpoint and model."""
-    if calls and all(call.keys["target"] != "-" for call in calls):
-        return ["target", "load"] if len({call.keys["load"] for call in calls}) > 1 else ["target"]
-    return list(DEFAULT_BY)
 
 
 def _read(name: str, text: str, err: TextIO) -> tuple[list[Call], Source] | None:
@@ -163,14 +138,14 @@ def _check(condition: Condition, label: str, verdict: Verdict) -> dict[str, Any]
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _parser()
+    parser = _parser(out, err)
     args = parser.parse_args(argv)
-    keys = _keys(parser, args.by)
+    keys = by_keys(parser, args.by, GROUP_KEYS)
     sides = [_read("baseline", args.baseline, err), _read("current", args.current, err)]
     if sides[0] is None or sides[1] is None:
         return EXIT_FAILED
     (base_calls, base_source), (current_calls, current_source) = sides[0], sides[1]
-    by = keys if keys is not None else _default_by([*base_calls, *current_calls])
+    by = keys if keys is not None else default_by([*base_calls, *current_calls])
     pairs, notes = _pairs(group(base_calls, by), group(current_calls, by))
     if not pairs:
         print("openai-latency compare: no group is in both runs: " + "; ".join(notes), file=err)
@@ -248,7 +223,7 @@ def _json(
 
 def _write_html(path: str, results: list[Result], err: TextIO) -> None:
     """Both runs' calls on one page, each group's side named ``baseline``/``current`` as its target."""
-    from ..render.html import MissingPlotly, write_html
+    from ..render.html import write_page
 
     calls: list[Call] = []
     notes: list[str] = []
@@ -257,11 +232,5 @@ def _write_html(path: str, results: list[Result], err: TextIO) -> None:
         for side, members in (("baseline", base.members), ("current", current.members)):
             calls += [replace(c, keys={**c.keys, "target": prefix + side, "load": "-"}) for c in members]
         notes += [prefix + line for line in sentences(verdict)]
-    try:
-        write_html(path, "openai-latency compare: baseline and current", notes, calls, __version__)
-    except MissingPlotly as exc:
-        print(f"openai-latency compare: {exc}", file=err)
-    except OSError as exc:
-        print(f"openai-latency compare: --html: cannot write {path}: {exc.strerror or exc}", file=err)
-    else:
-        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
+    title = "openai-latency compare: baseline and current"
+    write_page("compare", path, title, notes, calls, __version__, err)

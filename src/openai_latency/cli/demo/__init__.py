@@ -1,2 +1,3 @@
-"""``openai-latency demo``: bench and report on two fake endpoints, and (``--trees``) four calls as
-span trees. ``command`` (the parser and ``main``), ``trees`` (the span-tree scenarios)."""
+"""``openai-latency demo``: bench and report on three fake endpoints (one a reasoning model), and
+(``--trees``) four calls as span trees. ``command`` (the parser and ``main``), ``trees`` (the
+span-tree scenarios)."""

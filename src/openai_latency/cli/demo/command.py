@@ -64,7 +64,7 @@ STACK_OTLP = "localhost:4317"
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = Parser(prog="openai-latency demo", description=DESCRIPTION)
+    parser = Parser(prog="openai-latency demo", description=DESCRIPTION, out=out, err=err)
     parser.add_argument("--trees", action="store_true", help="also draw four single calls as span trees")
     parser.add_argument(
         "--out", metavar="FILE", help="where to write the spans (default: a new temporary file)"

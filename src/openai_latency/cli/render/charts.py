@@ -19,7 +19,8 @@ from typing import Any
 
 from ..spans.calls import Call
 from ..spans.names import phase_rank
-from ..stats.percentiles import percentile
+from ..stats.groups import Group, GroupStats, group, summarize, throughput
+from ..stats.metric_table import COUNTS_WORDS, METRIC, Metric
 from .waterfall import attempt_outcomes
 
 COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
@@ -72,11 +73,14 @@ def chart_data(
     for call in calls:
         groups[_label(call, len(loads) > 1)].append(call)
     ordered = sorted(groups, key=_natural)
+    # each group's numbers: stats/'s (summarize), the ones report's and bench's tables print
+    found = summarize([Group({"label": label}, groups[label]) for label in ordered])
+    summaries = {label: stats for label, stats in zip(ordered, found, strict=True)}
     colors = {label: COLORS[i % len(COLORS)] for i, label in enumerate(ordered)}
     charts = {
-        "ttft": _cdf("Time to first token (successful streams)", ordered, groups, colors, "ttft"),
-        "e2e": _cdf("End to end (every call, retries and backoff included)", ordered, groups, colors, "e2e"),
-        "phases": _phases(ordered, groups, colors),
+        "ttft": _cdf(METRIC["ttft"], ordered, groups, colors),
+        "e2e": _cdf(METRIC["e2e"], ordered, groups, colors),
+        "phases": _phases(ordered, summaries, colors),
         "sweep": _sweep(calls, knee),
         "timeline": _timeline(calls, ordered, groups, colors),
         "waterfall": _waterfall(calls, slowest, len(loads) > 1),
@@ -85,16 +89,13 @@ def chart_data(
 
 
 def _cdf(
-    title: str, ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str], metric: str
+    metric: Metric, ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str]
 ) -> dict[str, Any] | None:
+    """The metric's values over the calls its table entry counts (:mod:`..stats.metric_table`)."""
+    title = f"{metric.title.capitalize()} ({COUNTS_WORDS[metric.counts]})"
     data = []
     for label in ordered:
-        values = sorted(
-            (call.ttft if metric == "ttft" else call.duration) or 0.0
-            for call in groups[label]
-            if (call.ttft is not None and call.error_type is None) or metric == "e2e"
-        )
-        values = [v for v in values if v > 0]
+        values = sorted(v for v in metric.values(groups[label]) if v > 0)
         if not values:
             continue
         n = len(values)
@@ -122,24 +123,24 @@ def _cdf(
 
 
 def _phases(
-    ordered: list[str], groups: dict[str, list[Call]], colors: dict[str, str]
+    ordered: list[str], summaries: dict[str, GroupStats], colors: dict[str, str]
 ) -> dict[str, Any] | None:
-    names = sorted({name for calls in groups.values() for c in calls for name in c.phases}, key=phase_rank)
+    """Each group's phases as :func:`..stats.groups.summarize` gave them (the tables' numbers)."""
+    found = {label: {phase.name: phase for phase in summaries[label].phases} for label in ordered}
+    names = sorted({name for phases in found.values() for name in phases}, key=phase_rank)
     data = []
     for name in names:
         p50s, p95s, texts, patterns = [], [], [], []
         for label in ordered:
-            values = sorted(c.phases[name] for c in groups[label] if name in c.phases)
-            total = sum(c.duration for c in groups[label])
-            p50 = percentile(values, 0.5) if values else 0.0
-            p95 = percentile(values, 0.95) if values else 0.0
+            phase, calls = found[label].get(name), summaries[label].calls
+            p50, p95 = (phase.dist.p50, phase.dist.p95) if phase else (0.0, 0.0)
+            n, share = (phase.dist.n, phase.share) if phase else (0, 0.0)
             p50s.append(p50 * 1000)
             p95s.append((p95 - p50) * 1000)
-            share = sum(values) / total if total > 0 else 0.0
-            patterns.append("/" if 0 < len(values) < len(groups[label]) else "")  # not every call had it
+            patterns.append("/" if 0 < n < calls else "")  # not every call had it
             texts.append(
                 f"{name}: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, {share:.0%} of the time,"
-                f" in {len(values)} of {len(groups[label])} calls"
+                f" in {n} of {calls} calls"
             )
         data.append(
             {
@@ -173,25 +174,18 @@ def _sweep(calls: Sequence[Call], knee: Knee | None = None) -> dict[str, Any] | 
     if len(levels) < 2:
         return None
     targets = sorted({call.keys["target"] for call in calls}, key=_natural)
+    # the (target, level) groups and their numbers: stats/'s, as bench's tables give them
+    found = {(s.key["target"], s.key["load"]): s for s in summarize(group(calls, ("target", "load")))}
     data: list[dict[str, Any]] = []
     for index, target in enumerate(targets):
         color = COLORS[index % len(COLORS)]
         rows = []
         for level in levels:
-            members = [c for c in calls if c.keys["target"] == target and c.keys["load"] == level]
-            if not members:
+            stats = found.get((target, level))
+            if stats is None:
                 continue
-            durations = sorted(c.duration for c in members)
-            wall = (max(c.end_ns for c in members) - min(c.start_ns for c in members)) / 1e9
-            tokens = sum(c.output_tokens or 0 for c in members if c.error_type is None)
-            rows.append(
-                (
-                    level,
-                    percentile(durations, 0.5),
-                    percentile(durations, 0.95),
-                    tokens / wall if wall > 0 else 0,
-                )
-            )
+            rate = throughput(stats.group.members)
+            rows.append((level, stats.duration.p50, stats.duration.p95, rate or 0))
         x = [row[0] for row in rows]
         for position, (name, dash) in enumerate((("e2e p50", "solid"), ("e2e p95", "dash"))):
             data.append(

@@ -22,6 +22,7 @@ import html
 import importlib.resources
 import json
 from collections.abc import Sequence
+from typing import TextIO
 
 from ..spans.calls import Call
 from .charts import Knee, chart_data
@@ -88,3 +89,27 @@ def write_html(
     """The page to ``path``; OSError when it cannot be written."""
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(html_page(title, notes, calls, version, knee))
+
+
+def write_page(
+    command: str,
+    path: str,
+    title: str,
+    notes: Sequence[str],
+    calls: Sequence[Call],
+    version: str,
+    err: TextIO,
+    knee: Knee | None = None,
+) -> bool:
+    """``--html`` of every command (bench, report, compare): the page to ``path``, and one line on
+    ``err`` saying where it is, or why it was not written (no plotly, a path that cannot be written)."""
+    try:
+        write_html(path, title, notes, calls, version, knee)
+    except MissingPlotly as exc:
+        print(f"openai-latency {command}: {exc}", file=err)
+    except OSError as exc:
+        print(f"openai-latency {command}: --html: cannot write {path}: {exc.strerror or exc}", file=err)
+    else:
+        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
+        return True
+    return False

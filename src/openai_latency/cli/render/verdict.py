@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..stats.bootstrap import CONFIDENCE, RESAMPLES, SEED
+from ..stats.metric_table import METRICS
 from ..stats.verdict import (
     MIN_EFFECT_S,
     MIN_EFFECT_SHARE,
@@ -23,13 +24,7 @@ from ..stats.verdict import (
 )
 from .tables import Rows
 
-WORDS = {
-    "ttft": "time to first token",
-    "ttft_answer": "time to first answer token",
-    "e2e": "end to end",
-    "tpot": "time per output token",
-    "error_rate": "error rate",
-}
+WORDS = {**{metric.name: metric.title for metric in METRICS}, "error_rate": "error rate"}
 #: A phase explains a difference when it moved the same way by at least this share of it...
 EXPLAINS = 0.2
 #: ... and goes the other way when it moved against it by at least this share (and MIN_EFFECT_S).

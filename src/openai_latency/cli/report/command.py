@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .. import args as arguments
-from ..args import Parser, write_output
+from ..args import EXIT_FAILED, EXIT_OK, Parser, add_by_option, by_keys, write_output
 from ..render.triage import triage_lines
 from ..render.waterfall import waterfall_json, waterfall_lines
 from ..spans.calls import Call, Collected
@@ -29,18 +29,19 @@ from ..spans.collect import collect_calls
 from ..spans.files import without_gc
 from ..spans.names import GROUP_KEYS
 from ..spans.span import InputError, ReadStats
-from ..stats.groups import group, summarize
+from ..stats.groups import DEFAULT_BY_TEXT, default_by, group, summarize
 from ..stats.triage import slow_limit, triage
 from .output import compare_lines, group_lines, header_lines, json_report, source_text
 from .sources import add_source_arguments, open_spans
 
 DEFAULT_INPUT = "out/otlp"
-DEFAULT_BY = ("endpoint", "model")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(out: TextIO | None = None, err: TextIO | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="openai-latency report",
+        out=out,
+        err=err,
         description=(
             "Turn exported traces (OTLP JSON lines, e.g. the collector's ./out/otlp/traces.jsonl) into"
             " p50/p95/p99 per phase, compare endpoints, and name the dominant phase of slow calls."
@@ -58,15 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"OTLP JSON files (.jsonl, .json, .gz) or directories to search (default: {DEFAULT_INPUT})",
     )
-    parser.add_argument(
-        "--by",
-        action="append",
-        metavar="KEYS",
-        help=(
-            f"group calls by these keys, comma-separated or repeated: {', '.join(GROUP_KEYS)}, or 'none'"
-            f" for one group (default: {','.join(DEFAULT_BY)}; endpoint = server.address:server.port)"
-        ),
-    )
+    add_by_option(parser, GROUP_KEYS, DEFAULT_BY_TEXT)
     parser.add_argument(
         "--compare", action="store_true", help="print the groups side by side, one row per phase"
     )
@@ -113,35 +106,12 @@ def _calls_to_draw(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1: {text!r}") from None
 
 
-def _group_keys(parser: argparse.ArgumentParser, values: list[str] | None) -> list[str] | None:
-    """The ``--by`` keys, checked; None when not given (see :func:`_default_by`)."""
-    if values is None:
-        return None
-    keys: list[str] = []
-    for value in values:
-        for item in (part.strip() for part in value.split(",")):
-            if item == "none":
-                continue
-            if item not in GROUP_KEYS:
-                parser.error(f"--by: unknown key {item!r} (choose from {', '.join(GROUP_KEYS)}, none)")
-            if item not in keys:
-                keys.append(item)
-    return keys
-
-
-def _default_by(calls: Sequence[Call]) -> tuple[str, ...]:
-    """endpoint and model; the target (and load level of a sweep) for the spans of ``bench --out``."""
-    if calls and all(call.keys["target"] != "-" for call in calls):
-        return ("target", "load") if len({call.keys["load"] for call in calls}) > 1 else ("target",)
-    return DEFAULT_BY
-
-
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _parser()
+    parser = _parser(out, err)
     args = parser.parse_args(argv)
-    keys = _group_keys(parser, args.by)
+    keys = by_keys(parser, args.by, GROUP_KEYS)
     stats = ReadStats()
     try:
         spans = open_spans(parser, args, DEFAULT_INPUT, stats)
@@ -152,12 +122,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         if not args.paths and not args.jaeger:
             hint = " (the collector writes ./out/otlp/traces.jsonl: see docs/STACK.md)"
         print(f"openai-latency report: {exc}{hint}", file=err)
-        return 1
+        return EXIT_FAILED
     if not collected.calls:
         print(
             f"openai-latency report: no operation spans found. {_found_instead(stats, collected)}", file=err
         )
-        return 1
+        return EXIT_FAILED
     if stats.skipped_count:
         first = stats.skipped[0]
         print(
@@ -165,7 +135,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             f" first: {first}",
             file=err,
         )
-    by = list(_default_by(collected.calls)) if keys is None else keys
+    by = default_by(collected.calls) if keys is None else keys
     groups = summarize(group(collected.calls, by), args.slow_threshold)
     limit = args.client_timeout
     triaged = [
@@ -191,21 +161,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     if args.html:
         _write_html(args.html, collected.calls, stats, err)
     write_output(out, text)
-    return 0
+    return EXIT_OK
 
 
 def _write_html(path: str, calls: Sequence[Call], stats: ReadStats, err: TextIO) -> None:
     from ...version import __version__
-    from ..render.html import MissingPlotly, write_html
+    from ..render.html import write_page
 
-    try:
-        write_html(path, f"openai-latency report: {source_text(stats)}", [], calls, __version__)
-    except MissingPlotly as exc:
-        print(f"openai-latency report: {exc}", file=err)
-    except OSError as exc:
-        print(f"openai-latency report: --html: cannot write {path}: {exc.strerror or exc}", file=err)
-    else:
-        print(f"charts: {path} (one self-contained page, opens offline)", file=err)
+    write_page("report", path, f"openai-latency report: {source_text(stats)}", [], calls, __version__, err)
 
 
 def _width(out: TextIO) -> int:

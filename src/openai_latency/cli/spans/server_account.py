@@ -1,5 +1,5 @@
 """The server's own account of a call (``openai_latency.server.*``, the client overhead), as the
-instrumentation writes it on the operation span (:mod:`openai_latency.server_timing`)."""
+instrumentation writes it on the operation span (:mod:`openai_latency.read.server_timing`)."""
 
 from __future__ import annotations
 

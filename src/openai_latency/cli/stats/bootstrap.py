@@ -81,6 +81,18 @@ def _interval(estimate: float, draw: Callable[[], float]) -> Interval:
     return Interval(estimate, percentile(diffs, tail), percentile(diffs, 1 - tail))
 
 
+def quantile_interval(
+    values: Sequence[float], q: float, rng: random.Random | None = None, confidence: float = CONFIDENCE
+) -> Interval:
+    """One sample's q-quantile with its percentile-bootstrap interval (``values`` sorted, non-empty);
+    ``rng`` default: seeded with :data:`SEED`. benchmarks/overhead.py's estimate: the median of
+    per-round differences."""
+    rng = random.Random(SEED) if rng is None else rng
+    draws = sorted(resampled_quantile(rng, values, q) for _ in range(RESAMPLES))
+    tail = (1 - confidence) / 2
+    return Interval(percentile(values, q), percentile(draws, tail), percentile(draws, 1 - tail))
+
+
 def quantile_difference(baseline: Sequence[float], current: Sequence[float], q: float) -> Interval:
     """quantile(current) - quantile(baseline) with its interval (both samples sorted, non-empty)."""
     rng = random.Random(SEED)

@@ -16,7 +16,24 @@ from dataclasses import dataclass, field
 
 from ..spans.calls import Call
 from ..spans.names import HTTP_PHASES, PHASES, phase_rank, phase_sort_key
+from .metric_table import METRICS
 from .percentiles import Dist
+
+#: report's and compare's groups when ``--by`` is not given and the calls are not bench's.
+DEFAULT_BY = ("endpoint", "model")
+#: ``--by``'s default, in words (report's and compare's help).
+DEFAULT_BY_TEXT = (
+    "target, and load level when there are several, for the spans of bench --out; else"
+    " endpoint,model (endpoint = server.address:server.port)"
+)
+
+
+def default_by(calls: Sequence[Call]) -> list[str]:
+    """The grouping keys when ``--by`` is not given: the target (and load level of a sweep) for the
+    spans of ``bench --out``, else endpoint and model."""
+    if calls and all(call.keys["target"] != "-" for call in calls):
+        return ["target", "load"] if len({call.keys["load"] for call in calls}) > 1 else ["target"]
+    return list(DEFAULT_BY)
 
 
 @dataclass(frozen=True)
@@ -77,16 +94,38 @@ class SlowCalls:
 class GroupStats:
     group: Group
     errors: dict[str, int]
+    #: ``e2e``: every call's duration.
     duration: Dist
     phases: list[PhaseStats]
     http: list[PhaseStats]
-    ttft: Dist | None
-    tpot: Dist | None
     consumer_time: Dist | None
     slow: SlowCalls
-    #: Time to the first answer token, and the thinking time (streams whose reasoning arrived).
-    ttft_answer: Dist | None = None
-    reasoning: Dist | None = None
+    #: Every metric of :mod:`.metric_table` by name, over the calls its table entry counts.
+    metrics: dict[str, Dist | None]
+
+    @property
+    def ttft(self) -> Dist | None:
+        return self.metrics["ttft"]
+
+    @property
+    def ttft_answer(self) -> Dist | None:
+        return self.metrics["ttft_answer"]
+
+    @property
+    def reasoning(self) -> Dist | None:
+        return self.metrics["reasoning"]
+
+    @property
+    def ttfc(self) -> Dist | None:
+        return self.metrics["ttfc"]
+
+    @property
+    def tpot(self) -> Dist | None:
+        return self.metrics["tpot"]
+
+    @property
+    def tokens_per_s(self) -> Dist | None:
+        return self.metrics["tokens_per_s"]
 
     @property
     def key(self) -> dict[str, str]:
@@ -128,7 +167,8 @@ def _phase_stats(
 
 def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
     calls = group.members
-    duration = Dist.of(call.duration for call in calls)
+    metrics = {metric.name: metric.dist(calls) for metric in METRICS}
+    duration = metrics["e2e"]
     assert duration is not None  # a group has at least one call
     total = sum(call.duration for call in calls)
     errors = Counter(call.error_type for call in calls if call.error_type is not None)
@@ -138,13 +178,20 @@ def _group_stats(group: Group, slow_threshold: float | None) -> GroupStats:
         duration=duration,
         phases=_phase_stats(calls, "phases", PHASES, total),
         http=_phase_stats(calls, "http", HTTP_PHASES, total),
-        ttft=Dist.of(call.ttft for call in calls if call.ttft is not None),
-        tpot=Dist.of(call.tpot for call in calls if call.tpot is not None),
         consumer_time=Dist.of(call.consumer_time for call in calls if call.consumer_time is not None),
         slow=slow_calls(calls, duration, slow_threshold),
-        ttft_answer=Dist.of(call.ttft_answer for call in calls if call.ttft_answer is not None),
-        reasoning=Dist.of(call.reasoning for call in calls if call.reasoning is not None),
+        metrics=metrics,
     )
+
+
+def throughput(calls: Sequence[Call]) -> float | None:
+    """Output tokens per second: the successful calls' output tokens over the wall time from the first
+    call's start to the last call's end (bench's throughput, and its chart against the load level)."""
+    if not calls:
+        return None
+    tokens = sum(call.output_tokens or 0 for call in calls if call.error_type is None)
+    wall = (max(call.end_ns for call in calls) - min(call.start_ns for call in calls)) / 1e9
+    return tokens / wall if wall > 0 and tokens else None
 
 
 def slow_calls(calls: Sequence[Call], duration: Dist, threshold: float | None) -> SlowCalls:

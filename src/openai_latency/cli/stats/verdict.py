@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..spans.calls import Call
 from ..spans.names import PHASES, phase_rank
 from .bootstrap import Interval, quantile_difference, rate_difference
+from .metric_table import METRIC
 from .percentiles import percentile
 
 #: The clock's resolution (span times are nanoseconds; the client's own scheduling is microseconds).
@@ -50,15 +51,6 @@ METRIC_PHASES: dict[str, tuple[str, ...]] = {
     "tpot": (),
 }
 METRICS = (*METRIC_PHASES, "error_rate")
-
-
-#: Metric -> (the calls it is measured on, its value of a call).
-VALUES: dict[str, Callable[[Call], float | None]] = {
-    "ttft": lambda call: call.ttft if call.error_type is None else None,
-    "ttft_answer": lambda call: call.ttft_answer if call.error_type is None else None,
-    "e2e": lambda call: call.duration,
-    "tpot": lambda call: call.tpot if call.error_type is None else None,
-}
 
 
 @dataclass(frozen=True)
@@ -151,7 +143,7 @@ def _reasoned(*sides: Sequence[Call]) -> bool:
 
 
 def _measured(name: str, calls: Sequence[Call]) -> list[tuple[float, Call]]:
-    value = VALUES[name]
+    value = METRIC[name].of  # None where the call does not count (:mod:`.metric_table`)
     measured = [(v, call) for call in calls if (v := value(call)) is not None and math.isfinite(v)]
     measured.sort(key=lambda item: item[0])
     return measured
