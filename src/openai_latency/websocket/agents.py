@@ -44,6 +44,10 @@ SENT: Final = "_openai_latency_sent"
 PENDING: Final = "_openai_latency_pending"
 
 
+_Started = tuple[Any, dict[str, Any], handshake.Marks]
+"""The handshake span, the client's attributes, the handshake's inner moments."""
+
+
 class AgentsHooks:
     def __init__(self, gate: Any) -> None:
         self.gate = gate
@@ -62,31 +66,36 @@ class AgentsHooks:
 
     async def _open(self, coro: Any, model: Any) -> Any:
         started = self._start(model)
+        token = handshake.enter(started[2] if started is not None else None)
         try:
             ws = await coro
         except BaseException as exc:
             self._failed(started, exc)
             raise
+        finally:
+            handshake.leave(token)
         self._opened(started, ws)
         return ws
 
     @guarded()
-    def _start(self, model: Any) -> tuple[Any, dict[str, Any]]:
+    def _start(self, model: Any) -> _Started:
         client = client_attributes(getattr(model, "_client", None))
         attributes = {**client, sc.OPENAI_LATENCY_TRANSPORT: "websocket"}
+        start = clock()
         span = self.telemetry.tracer.start_span(
             handshake.SPAN_NAME,
             kind=SpanKind.CLIENT,
             attributes=attributes,
-            start_time=clock() + EPOCH_OFFSET_NS,
+            start_time=start + EPOCH_OFFSET_NS,
         )
-        return span, client
+        return span, client, handshake.Marks(start)
 
     @guarded()
-    def _failed(self, started: tuple[Any, dict[str, Any]] | None, exc: BaseException) -> None:
+    def _failed(self, started: _Started | None, exc: BaseException) -> None:
         if started is None:
             return
-        span = started[0]
+        span, _, marks = started
+        span.set_attributes(marks.attributes(clock()))
         status = getattr(getattr(exc, "response", None), "status_code", None)
         span.set_attribute(
             sc.ERROR_TYPE, str(status) if isinstance(status, int) else qualified_name(type(exc))
@@ -95,10 +104,11 @@ class AgentsHooks:
         span.end(end_time=clock() + EPOCH_OFFSET_NS)
 
     @guarded()
-    def _opened(self, started: tuple[Any, dict[str, Any]] | None, ws: Any) -> None:
+    def _opened(self, started: _Started | None, ws: Any) -> None:
         if started is None:
             return
-        span, client = started
+        span, client, marks = started
+        span.set_attributes(marks.attributes(clock()))
         status = getattr(getattr(ws, "response", None), "status_code", None)
         if isinstance(status, int):
             span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)

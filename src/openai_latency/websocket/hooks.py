@@ -25,7 +25,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from .._guard import report
 from ..clock import clock
 from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
-from . import agents, arrivals, realtime, responses
+from . import agents, arrivals, handshake, realtime, responses
 from .handshake import Handshakes
 from .responses import STATE
 
@@ -203,6 +203,9 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
             (module, f"Async{prefix}Connection.close", hooks.close),
         ]
     table += [
+        # the HTTP upgrade inside websockets' connect, timed for the handshake in flight (handshake.Marks)
+        ("websockets.sync.client", "ClientConnection.handshake", handshake.upgrade_sync),
+        ("websockets.asyncio.client", "ClientConnection.handshake", handshake.upgrade_async),
         (_BASE, "WebSocketConnectionBase.close", hooks.close),
         (_BASE, "AsyncWebSocketConnectionBase.close", hooks.close),
     ]
