@@ -37,7 +37,7 @@ from ..read.errors import qualified_name
 from ..read.routing import RESPONSES
 from . import arrivals, handshake
 from .responses import FINAL, observe
-from .turns import Turn, Turns, created, end, feed, frame_written, open_operation
+from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
 
 MODULE: Final = "agents.models.openai_responses"
 SENT: Final = "_openai_latency_sent"
@@ -183,6 +183,7 @@ def _open_turn(telemetry: Telemetry, model: Any, create_kwargs: Mapping[str, Any
     start = clock()
     op = open_operation(telemetry, RESPONSES, name, attributes, start, None, False)
     turn = Turn(op)
+    capture_content(turn, telemetry, observe, kwargs)
     return turn
 
 

@@ -24,7 +24,7 @@ from ..model import ANSWER, Attributes, OperationKind, StreamStats, Telemetry
 from ..read.attributes import response_attributes
 from . import handshake
 from .responses import STATE
-from .turns import Turn, Turns, created, end, feed, frame_written, open_operation
+from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
 
 REALTIME: Final = OperationKind(operation="realtime", api_type="realtime", stream_kind="any")
 AUDIO_DELTAS: Final = frozenset({"response.output_audio.delta", "response.audio.delta"})
@@ -85,6 +85,7 @@ class RealtimeTurns(Turns):
         )
         frame_written(op, start_ns)
         turn = Turn(op)
+        capture_content(turn, self.telemetry, observe, None)
         self.add(None, turn)
         return turn
 

@@ -27,7 +27,7 @@ from ..model import StreamStats, Telemetry
 from ..read.attributes import request_attributes
 from ..read.routing import RESPONSES
 from . import handshake
-from .turns import Turn, Turns, created, end, feed, frame_written, open_operation
+from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
 
 STATE: Final = "_openai_latency_turns"
 """Where an SDK connection keeps its :class:`.turns.Turns` (its ``__dict__``)."""
@@ -90,6 +90,7 @@ def begin(
     name = f"{RESPONSES.operation} {model}" if model else RESPONSES.operation
     op = open_operation(telemetry, RESPONSES, name, attributes, start_ns, store.get(handshake.LINK), False)
     turn = Turn(op)
+    capture_content(turn, telemetry, observe, kwargs)
     lane = fields.get("stream_id")
     turns = turns_of(connection)
     turns.add(lane, turn)

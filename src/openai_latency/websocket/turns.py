@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import Link, SpanContext
 
 from .. import semconv as sc
+from .._guard import guarded
 from ..call.operation import Operation
 from ..call.summary import measurements
 from ..call.timeline import Phase, Timeline
 from ..clock import seconds
+from ..content.capture import ContentCapture, capture_request
 from ..hooks.streams import _on_chunk  # the SSE streams' per-chunk bookkeeping, reused as it is
 from ..model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 
@@ -73,10 +75,20 @@ class WsOperation(Operation):
 
 
 class Turn:
-    __slots__ = ("cancelled", "first_audio_ns", "handover_max", "handover_total", "op", "response_id")
+    __slots__ = (
+        "cancelled",
+        "first_audio_ns",
+        "handover_max",
+        "handover_total",
+        "observe",
+        "op",
+        "response_id",
+    )
 
     def __init__(self, op: WsOperation) -> None:
         self.op = op
+        self.observe: Observer | None = None
+        """The connection's observer extended to collect the turn's text (content capture on)."""
         self.response_id: str | None = None
         self.first_audio_ns = 0
         self.handover_max = 0
@@ -100,6 +112,30 @@ def open_operation(
     op.timeline = (TriggeredTimeline if triggered else WsTimeline)(start_ns=start_ns)
     op.timeline.streaming = True
     return op
+
+
+@guarded()
+def capture_content(
+    turn: Turn, telemetry: Telemetry, observe: Observer, request: Mapping[str, Any] | None
+) -> None:
+    """Content capture for the turn when the setting is on (off by default: nothing here runs): the
+    request's values (a Responses ``response.create``'s fields, as for ``responses.create``) and its
+    output text, within ``content_max_length``. Realtime (``request`` None): the output's text and
+    transcript only (never audio, never the session's input items)."""
+    settings = telemetry.settings
+    if settings.capture_content == "no_content":
+        return
+    op = turn.op
+    if request is not None:
+        op.content = capture_request(telemetry, op.kind, request)
+        stream_kind = "responses"
+    else:
+        op.content = ContentCapture(
+            settings.capture_content, settings.content_max_length, telemetry.logger, op.kind.api_type
+        )
+        stream_kind = "realtime"
+    if op.content is not None:
+        turn.observe = op.content.observer(observe, stream_kind)
 
 
 def frame_written(op: Operation, now: int) -> None:
@@ -178,7 +214,7 @@ def feed(turns: Turns, turn: Turn, event: Any, arrival: int, handover: int) -> N
     turn.handover_total += delay
     if delay > turn.handover_max:
         turn.handover_max = delay
-    _on_chunk(op, turns.observe, event, st.last_activity_ns or arrival, arrival)
+    _on_chunk(op, turn.observe or turns.observe, event, st.last_activity_ns or arrival, arrival)
 
 
 def created(turn: Turn, arrival: int) -> None:
