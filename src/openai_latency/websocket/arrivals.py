@@ -13,6 +13,11 @@ handshake's response) has no stamp: :func:`take` sees that the oldest stamp's le
 leaves it for the message it belongs to; the caller then uses the hand-over time. A message of several
 frames is stamped at its last frame with that frame's length only: it reads as unstamped too.
 
+The same install puts a watcher in front of the connection's ``recv`` (the SDK's ``recv_bytes`` reads
+through it): when it raises ``ConnectionClosed`` and the SDK connection that owns it (:func:`own`) did
+not close it on purpose, the connection was lost and its open turns end as errors. One Python call
+per message, where a class-level wrapper of ``recv_bytes`` cost three times as much.
+
 The reader pauses when websockets' receive queue is full (``max_queue``, 16 messages by default):
 messages that wait in the socket's buffer meanwhile are stamped when the reader takes them, so a
 caller more than ``max_queue`` messages behind sees late arrivals (docs/ARCHITECTURE.md).
@@ -20,10 +25,13 @@ caller more than ``max_queue`` messages behind sees late arrivals (docs/ARCHITEC
 
 from __future__ import annotations
 
+import inspect
+import warnings
 import weakref
 from collections import deque
 from typing import Any, Final
 
+from .._guard import report
 from ..clock import clock
 
 ATTRIBUTE: Final = "_openai_latency_arrivals"
@@ -57,8 +65,73 @@ def install(ws: Any) -> Stamps | None:
 
     ws.__dict__[ATTRIBUTE] = stamps
     ws.process_event = process_event
+    _watch(ws)
     _installed.add(ws)
     return stamps
+
+
+TURNS: Final = "_openai_latency_turns"
+"""The SDK connection's turns, kept on its websockets connection too (for :func:`lost`)."""
+OWNER: Final = "_openai_latency_owner"
+
+
+def own(ws: Any, connection: Any, turns: Any) -> None:
+    """``ws`` belongs to the SDK ``connection``, whose open turns are ``turns``."""
+    store = ws.__dict__
+    if store.get(TURNS) is not turns:
+        store[TURNS] = turns
+        store[OWNER] = weakref.ref(connection)
+
+
+def _watch(ws: Any) -> None:
+    """``ws.recv`` (sync or asyncio) with :func:`lost` on the way out of a failure."""
+    original = getattr(ws, "recv", None)
+    if original is None:
+        return
+    if inspect.iscoroutinefunction(original):
+
+        async def recv_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await original(*args, **kwargs)
+            except BaseException as exc:
+                lost(ws, exc)
+                raise
+
+        ws.recv = recv_async
+    else:
+
+        def recv(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except BaseException as exc:
+                lost(ws, exc)
+                raise
+
+        ws.recv = recv
+    track(ws, ("recv",))
+
+
+def lost(ws: Any, exc: BaseException) -> None:
+    """``recv`` raised: a lost connection ends the open turns as errors (a close of the caller's own
+    ended them already; a cancelled ``recv`` is no loss: the SDK's ``recv`` is cancel-safe)."""
+    try:
+        store = ws.__dict__
+        turns = store.get(TURNS)
+        owner = store.get(OWNER)
+        connection = owner() if owner is not None else None
+        if turns is None or connection is None or getattr(connection, "_intentionally_closed", False):
+            return
+        from websockets.exceptions import ConnectionClosed
+
+        if isinstance(exc, ConnectionClosed):
+            # error naming reads ``exc.code``, which websockets >= 13.1 deprecates on ConnectionClosed:
+            # no warning of ours in the application's output (a lost connection is rare: the global
+            # filter change lasts one finish)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                turns.end_all(clock(), "error", exc)
+    except Exception:
+        report("websocket lost")
 
 
 def take(ws: Any, message: Any) -> int:
@@ -88,5 +161,6 @@ def uninstall_all() -> None:
         store = ws.__dict__
         for name in ("process_event", *store.pop(WRAPPED, ())):
             store.pop(name, None)
-        store.pop(ATTRIBUTE, None)
+        for key in (ATTRIBUTE, TURNS, OWNER):
+            store.pop(key, None)
     _installed.clear()

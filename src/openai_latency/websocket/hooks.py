@@ -3,8 +3,8 @@
 Per connection class (Responses and Realtime, sync and async):
 
 - ``send``: a ``response.create`` (Realtime: a trigger) opens a turn before the frame leaves;
-- ``recv_bytes``: a connection that was lost ends its open turns as errors (the exception passes
-  unchanged);
+- (the websockets connection's ``recv``, an instance attribute of :mod:`.arrivals`: a connection
+  that was lost ends its open turns as errors; the exception passes unchanged);
 - ``parse_event``: the message's arrival stamp (:mod:`.arrivals`), then the parsed event goes to its
   turn (the SDK's ``recv`` is ``parse_event(recv_bytes())``; a caller of ``recv_bytes`` who parses
   with ``parse_event`` is seen the same way);
@@ -16,7 +16,6 @@ The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`). Every 
 
 from __future__ import annotations
 
-import warnings
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +25,7 @@ from .._guard import report
 from ..clock import clock
 from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
 from . import agents, arrivals, handshake, realtime, responses
+from .arrivals import ATTRIBUTE
 from .handshake import Handshakes
 from .responses import STATE
 
@@ -100,27 +100,6 @@ class WsHooks:
 
     # -- receive ----------------------------------------------------------------------------------
 
-    def recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-        """Only a failure is ours: a lost connection ends the open turns."""
-        try:
-            return wrapped(*args, **kwargs)
-        except BaseException as exc:
-            if self.gate._active:
-                _call("websocket lost", _lost, instance, exc)
-            raise
-
-    def async_recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-        if not self.gate._active:
-            return wrapped(*args, **kwargs)
-        return self._async_recv_bytes(wrapped, instance, args, kwargs)
-
-    async def _async_recv_bytes(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-        try:
-            return await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            _call("websocket lost", _lost, instance, exc)
-            raise
-
     def parse_event(self, proto: ModuleType) -> Wrapper:
         """The message's arrival stamp (paired with the bytes being parsed: :func:`.arrivals.take`,
         taken before the parse so that a message that is no JSON keeps the pairing), the parse, then
@@ -131,9 +110,14 @@ class WsHooks:
             ws = store.get("_connection")
             if not self.gate._active or ws is None:
                 return wrapped(*args, **kwargs)
-            try:
-                arrival = arrivals.take(ws, args[0] if args else kwargs.get("data"))
-                if not arrival and arrivals.ATTRIBUTE not in ws.__dict__:
+            try:  # arrivals.take, inlined (once per event): the oldest stamp, if it is this message's
+                stamps = ws.__dict__.get(ATTRIBUTE)
+                arrival = 0
+                if stamps:
+                    stamp = stamps[0]
+                    if stamp[1] == len(args[0] if args else kwargs["data"]):
+                        arrival = stamps.popleft()[0]
+                elif stamps is None:
                     # an SDK that connects without ``_connect_ws`` (openai 1.x Realtime): stamps from
                     # the next message on, no handshake span
                     arrivals.install(ws)
@@ -168,23 +152,6 @@ def _call(what: str, fn: Any, *args: Any) -> None:
         report(what)
 
 
-def _lost(instance: Any, exc: BaseException) -> None:
-    """``recv`` raised: a lost connection ends the open turns as errors (a close of the caller's own
-    ended them already; a cancelled ``recv`` is no loss: the SDK's ``recv`` is cancel-safe)."""
-    turns = instance.__dict__.get(STATE)
-    if turns is None or getattr(instance, "_intentionally_closed", False):
-        return
-    from websockets.exceptions import ConnectionClosed
-
-    if isinstance(exc, ConnectionClosed):
-        # error naming reads ``exc.code``, which websockets >= 13.1 deprecates on ConnectionClosed:
-        # no warning of ours in the application's output (a lost connection is rare: the global
-        # filter change lasts one finish)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            turns.end_all(clock(), "error", exc)
-
-
 def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
     """``(module, "Class.method", wrapper)`` of the WebSocket transports (absent ones are skipped)."""
     table: list[tuple[str, str, Wrapper]] = []
@@ -194,8 +161,6 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
             (module, f"Async{prefix}ConnectionManager._connect_ws", hooks.handshakes.async_),
             (module, f"{prefix}Connection.send", hooks.send(proto)),
             (module, f"Async{prefix}Connection.send", hooks.async_send(proto)),
-            (module, f"{prefix}Connection.recv_bytes", hooks.recv_bytes),
-            (module, f"Async{prefix}Connection.recv_bytes", hooks.async_recv_bytes),
             (module, f"{prefix}Connection.parse_event", hooks.parse_event(proto)),
             (module, f"Async{prefix}Connection.parse_event", hooks.parse_event(proto)),
             # openai 2.x defines close on each class; 3.x inherits it from the bases below

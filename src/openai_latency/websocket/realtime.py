@@ -22,7 +22,7 @@ from .. import semconv as sc
 from ..call import deferred
 from ..model import ANSWER, Attributes, OperationKind, StreamStats, Telemetry
 from ..read.attributes import response_attributes
-from . import handshake
+from . import arrivals, handshake
 from .responses import STATE
 from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
 
@@ -93,10 +93,12 @@ class RealtimeTurns(Turns):
 def turns_of(connection: Any, telemetry: Telemetry) -> RealtimeTurns:
     found = connection.__dict__.get(STATE)
     turns = found if isinstance(found, RealtimeTurns) else RealtimeTurns(telemetry)
+    ws = getattr(connection, "_connection", None)
     if found is not turns:
         connection.__dict__[STATE] = turns
         deferred.watch(connection, turns)
-    ws = getattr(connection, "_connection", None)
+        if ws is not None and hasattr(ws, "__dict__"):
+            arrivals.own(ws, connection, turns)
     store = getattr(ws, "__dict__", None)
     if store and handshake.LINK in store:
         turns.info = store

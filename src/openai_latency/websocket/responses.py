@@ -22,12 +22,12 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 
 from .. import semconv as sc
 from ..call import deferred
-from ..hooks.streams import OBSERVERS
+from ..hooks.streams import OBSERVERS, _on_chunk
 from ..model import StreamStats, Telemetry
 from ..read.attributes import request_attributes
 from ..read.routing import RESPONSES
-from . import handshake
-from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
+from . import arrivals, handshake
+from .turns import Turn, Turns, capture_content, created, end, frame_written, open_operation
 
 STATE: Final = "_openai_latency_turns"
 """Where an SDK connection keeps its :class:`.turns.Turns` (its ``__dict__``)."""
@@ -39,20 +39,29 @@ def observe(st: StreamStats, event: Any) -> int:
     """The SSE observer, and the WebSocket ``error`` event's code, one level down (``event.error``)."""
     channel = _observe_responses(st, event)
     if st.error_item is event:
-        inner = getattr(event, "error", None)
-        if isinstance(inner, Mapping):  # an SDK without the WebSocket error model keeps it a dict
-            inner = SimpleNamespace(code=inner.get("code"), message=inner.get("message"))
-        if inner is not None:
-            st.error_item = inner
+        _error_code(st, event)
     return channel
+
+
+def _error_code(st: StreamStats, event: Any) -> None:
+    inner = getattr(event, "error", None)
+    if isinstance(inner, Mapping):  # an SDK without the WebSocket error model keeps it a dict
+        inner = SimpleNamespace(code=inner.get("code"), message=inner.get("message"))
+    if inner is not None:
+        st.error_item = inner
 
 
 def turns_of(connection: Any) -> Turns:
     """The connection's turns, made at its first use (watched for the collector from then on)."""
     turns: Turns | None = connection.__dict__.get(STATE)
     if turns is None:
-        turns = connection.__dict__[STATE] = Turns(observe)
+        # the SSE observer itself (one call less per event): on_event looks one level down for an
+        # ``error`` event's code
+        turns = connection.__dict__[STATE] = Turns(_observe_responses)
         deferred.watch(connection, turns)
+        ws = getattr(connection, "_connection", None)
+        if ws is not None and hasattr(ws, "__dict__"):
+            arrivals.own(ws, connection, turns)
     return turns
 
 
@@ -132,7 +141,16 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
         response_id = getattr(fields.get("response"), "id", None)
         if isinstance(response_id, str):
             turn = next((t for t in queue if t.response_id == response_id), turn)
-    feed(turns, turn, event, arrival, handover)
+    # turns.feed, inlined (once per event)
+    op = turn.op
+    st = op.stream
+    delay = handover - arrival
+    turn.handover_total += delay
+    if delay > turn.handover_max:
+        turn.handover_max = delay
+    _on_chunk(op, turn.observe or turns.observe, event, st.last_activity_ns or arrival, arrival)
     if kind in FINAL or kind == "error":
+        if st.error_item is event:
+            _error_code(st, event)
         turns.remove(turn, lane)
         end(turn, arrival, "completed")  # an error item makes it "error" (Operation.finish)
