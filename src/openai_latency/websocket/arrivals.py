@@ -70,7 +70,7 @@ def install(ws: Any) -> Stamps | None:
     return stamps
 
 
-TURNS: Final = "_openai_latency_turns"
+TURNS: Final = "_openai_latency_ws_turns"
 """The SDK connection's turns, kept on its websockets connection too (for :func:`lost`)."""
 OWNER: Final = "_openai_latency_owner"
 
