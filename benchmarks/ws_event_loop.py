@@ -5,7 +5,8 @@ The real SDK connection (``ResponsesConnection``, sync) reads from a stand-in we
 whose ``recv`` hands the frame to its own ``process_event`` first, as websockets' reader does, then
 returns the same ``response.output_text.delta`` bytes every time: no socket, no thread, so what is
 measured is the SDK's ``recv`` (``recv_bytes`` + ``json.loads`` + its model build) and, instrumented,
-our stamp in ``process_event``, the ``recv_bytes`` and ``parse_event`` wrappers and the turn's
+our stamp in ``process_event``, the watcher of the connection's ``recv``, the ``parse_event`` path
+(from the first turn on, the connection's own ``parse_event``) and the turn's
 bookkeeping (``streams._on_chunk`` by arrival). A turn is open the whole time (one ``response.create``
 and a ``response.created`` before the measured events); the end of a turn (its spans and metric
 points) is per turn, not per event, and is not in these figures.
