@@ -22,13 +22,17 @@ VERSION = tuple(int(part) for part in openai.__version__.split(".")[:2])
 
 def _absent_or_inherited(module_name: str, path: str) -> bool:
     """The WebSocket table names targets of every generation: a class this SDK lacks (or its
-    module), or a method it inherits from a base class that has its own entry in the table."""
+    module), a method it inherits from a base class that has its own entry in the table, or openai
+    1.x's Realtime manager, which connects without ``_connect_ws`` (no handshake span there; the
+    arrival stamps start at the first parsed message: README, "WebSocket transports")."""
     try:
         module = importlib.import_module(module_name)
     except ImportError:
         return True
     class_name, method = path.split(".")
     owner = getattr(module, class_name, None)
+    if owner is not None and method == "_connect_ws" and openai.__version__.startswith("1."):
+        return True
     return owner is None or hasattr(owner, method)
 
 
