@@ -209,11 +209,14 @@ LAYERS = (
     ("call.token_times", "hooks.reads"),
     ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
     ("call.operation",),
-    ("hooks.registry", "hooks.streams"),
-    ("hooks.sdk_hooks", "hooks.dns"),
-    ("hooks.legacy_send",),
+    ("hooks.registry", "hooks.streams", "websocket.arrivals"),
+    ("hooks.sdk_hooks", "hooks.dns", "websocket.turns", "websocket.handshake"),
+    ("hooks.legacy_send", "websocket.responses"),
+    ("websocket.realtime", "websocket.agents"),
+    ("websocket.hooks",),
     ("instrumentor",),
-    ("", "hooks", "call", "content", "read"),  # the package's __init__, the wings' (docstrings only)
+    # the package's __init__, the wings' (docstrings only)
+    ("", "hooks", "call", "content", "read", "websocket"),
 )
 """The instrumentation's modules, bottom layer first, as drawn in docs/ARCHITECTURE.md ("Module
 map"): a module imports only modules of lower layers (cli/ and fake_server/ stand beside them)."""
@@ -226,6 +229,7 @@ CORE_PARTS = (
     ("content",),  # opt-in message content
     ("call",),  # one call as data: timeline, token times, summary, operation, deferred ends
     ("hooks",),  # where the SDK is hooked: wrappers, streams, HTTP trace, DNS, registry
+    ("websocket",),  # the WebSocket transports: handshake, turns, arrival stamps, Realtime, Agents SDK
     ("instrumentor",),
     ("",),  # the package's __init__: the public face
 )

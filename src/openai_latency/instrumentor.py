@@ -23,6 +23,7 @@ from .metrics import Metrics
 from .model import Telemetry, Wrapper
 from .read.routing import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from .version import __version__
+from .websocket import hooks as websocket_hooks
 
 _log = logging.getLogger("openai_latency")
 
@@ -64,6 +65,8 @@ def _patch_table(hooks: Hooks) -> list[tuple[str, str, Wrapper]]:
     )
     for module, classes in closers:
         table += [(module, f"{cls}.close", hooks.close) for cls in classes]
+    # the WebSocket transports (openai >= 2.22): responses.connect(), realtime.connect()
+    table += websocket_hooks.patch_table(websocket_hooks.WsHooks(hooks))
     return table
 
 
@@ -108,6 +111,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 continue
             wrapt.wrap_function_wrapper(owner, path.rsplit(".", 1)[1], wrapper)
             self._patched.append((owner, path.rsplit(".", 1)[1]))
+        websocket_hooks.install(hooks)  # the Agents SDK's WebSocket model, when it is imported
         if settings.trace_dns:
             self._patched += dns.install()
         if legacy_send.needed(importlib.import_module("openai._base_client")):
@@ -122,6 +126,7 @@ class OpenAILatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._hooks = None
         legacy_send.uninstall()
         arrival_stamps.uninstall()
+        websocket_hooks.uninstall()
         for owner, attribute in reversed(getattr(self, "_patched", [])):
             unwrap(owner, attribute)
         self._patched = []

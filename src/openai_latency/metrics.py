@@ -58,6 +58,7 @@ METRIC_ATTRIBUTES = (
     sc.SERVER_ADDRESS,
     sc.SERVER_PORT,
     sc.ERROR_TYPE,
+    sc.OPENAI_LATENCY_TRANSPORT,
 )
 
 
@@ -169,6 +170,12 @@ _HISTOGRAMS = {
         "Client time to first token minus the server's: network and client (streams).",
         TIME_TO_FIRST_TOKEN_BUCKETS,
     ),
+    "time_to_first_audio": (
+        "openai_latency.time_to_first_audio",
+        "s",
+        "Realtime: the trigger of a model response to its first output audio delta's arrival.",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
     "phase_duration": (
         "openai_latency.phase.duration",
         "s",
@@ -193,6 +200,7 @@ class Metrics:
     server_time_to_first_token: Histogram
     server_time_per_output_token: Histogram
     client_overhead_time_to_first_token: Histogram
+    time_to_first_audio: Histogram
 
     def __init__(self, meter: Meter) -> None:
         for attribute, (name, unit, description, buckets) in _HISTOGRAMS.items():

@@ -104,3 +104,25 @@ OPENAI_LATENCY_STREAM_STALL: Final = "openai_latency.stream.stall"
 """Event name; its attributes are the two below."""
 OPENAI_LATENCY_STALL_GAP: Final = "openai_latency.stall.gap"
 OPENAI_LATENCY_STALL_CHUNK_INDEX: Final = "openai_latency.stall.chunk_index"
+
+# --- ours: WebSocket transports (docs/ARCHITECTURE.md, "WebSocket transports") --------------------
+
+OPENAI_LATENCY_TRANSPORT: Final = "openai_latency.transport"
+"""``http`` on every HTTP call, ``websocket`` on a turn of a WebSocket connection; a metric attribute."""
+OPENAI_LATENCY_REALTIME_TRIGGER: Final = "openai_latency.realtime.trigger"
+"""What started a Realtime model response: ``response.create``, ``commit`` or ``speech_stopped``."""
+OPENAI_LATENCY_TIME_TO_FIRST_AUDIO: Final = "openai_latency.time_to_first_audio"
+"""Realtime: the trigger -> the first output audio delta's arrival, seconds."""
+OPENAI_LATENCY_WEBSOCKET_HANDOVER_MAX: Final = "openai_latency.websocket.handover_delay.max"
+OPENAI_LATENCY_WEBSOCKET_HANDOVER_TOTAL: Final = "openai_latency.websocket.handover_delay.total"
+"""A turn's events: the longest and the summed time from a frame's arrival (stamped in the websockets
+reader) to the caller's ``recv()`` returning its event (the SDK's parse and the caller's own pace)."""
+OPENAI_LATENCY_WEBSOCKET_DNS: Final = "openai_latency.websocket.dns"
+OPENAI_LATENCY_WEBSOCKET_CONNECT: Final = "openai_latency.websocket.connect"
+OPENAI_LATENCY_WEBSOCKET_UPGRADE: Final = "openai_latency.websocket.upgrade"
+"""On ``openai.websocket.connect``, seconds: name resolution (sync client with
+``OPENAI_LATENCY_TRACE_DNS=true``), TCP connect and TLS (DNS included when not observed apart), the
+HTTP upgrade (request written -> 101 read). Attributes, not spans: the handshake is one short span."""
+OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: Final = "openai_latency.websocket.reconnect_attempt"
+"""On ``openai.websocket.connect``: 0 for the first handshake, N for the SDK's Nth reconnect attempt
+(openai 2.x, which keeps no attempt number: the Nth reconnect of the connection)."""

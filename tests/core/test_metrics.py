@@ -48,6 +48,7 @@ LOW_CARDINALITY = {
     "error.type",
     "gen_ai.token.type",
     "openai_latency.phase",
+    "openai_latency.transport",  # http or websocket (DESIGN §11)
 }
 MESSAGES = [{"role": "user", "content": "hello there"}]
 STREAM_SCRIPT = {"x-fake-chunks": "6", "x-fake-chunk-delay-ms": "15", "x-fake-ttft-ms": "20"}

@@ -53,6 +53,7 @@ _OUR_ATTRS = (
     "server.address",
     "server.port",
     "error.type",
+    "openai_latency.transport",
 )
 
 
@@ -83,6 +84,7 @@ OUR_METRICS: tuple[OtelMetric, ...] = (
     OtelMetric("openai_latency.server.time_to_first_token", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.server.time_per_output_token", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.client_overhead.time_to_first_token", "s", "histogram", _attrs()),
+    OtelMetric("openai_latency.time_to_first_audio", "s", "histogram", _attrs()),
     OtelMetric("openai_latency.phase.duration", "s", "histogram", _attrs("openai_latency.phase")),
     OtelMetric("openai_latency.retries", "{retry}", "counter", _attrs()),
 )

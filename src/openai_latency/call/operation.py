@@ -8,11 +8,12 @@ Hooks feed marks in while the call runs (:mod:`openai_latency.hooks`: ``sdk_hook
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from .. import semconv as sc
 from .._guard import guarded, report
@@ -37,6 +38,7 @@ class Operation:
         span_name: str,
         attributes: Attributes,
         start_ns: int,
+        links: Sequence[Link] = (),
     ) -> None:
         self.telemetry = telemetry
         self.kind = kind
@@ -51,7 +53,11 @@ class Operation:
         """We added ``stream_options.include_usage``: the usage-only chunk is hidden from the caller."""
         self.content: ContentCapture | None = None
         self.span: Span = telemetry.tracer.start_span(
-            span_name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns + EPOCH_OFFSET_NS
+            span_name,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start_ns + EPOCH_OFFSET_NS,
+            links=links,  # a WebSocket turn's link to its connection's handshake (websocket/)
         )
         self.context = trace.set_span_in_context(self.span)
 

@@ -51,6 +51,14 @@ INPUT = gen_ai.GEN_AI_INPUT_MESSAGES
 OUTPUT = gen_ai.GEN_AI_OUTPUT_MESSAGES
 SYSTEM = gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
 TOOLS = gen_ai.GEN_AI_TOOL_DEFINITIONS
+REALTIME_TEXT = frozenset(
+    {
+        "response.output_text.delta",
+        "response.text.delta",  # the beta API's names
+        "response.output_audio_transcript.delta",
+        "response.audio_transcript.delta",
+    }
+)
 
 
 @guarded()
@@ -113,6 +121,7 @@ class ContentCapture:
             "chat": self._collect_chat,
             "completions": self._collect_completions,
             "responses": self._collect_responses,
+            "realtime": self._collect_realtime,
         }.get(stream_kind)
         if collect is None:
             return observe
@@ -178,6 +187,11 @@ class ContentCapture:
 
     def _collect_responses(self, event: Any) -> None:
         if getattr(event, "type", None) == "response.output_text.delta":
+            self._add_text(0, event.delta)
+
+    def _collect_realtime(self, event: Any) -> None:
+        """A Realtime response's text: text deltas and the audio's transcript (never the audio)."""
+        if getattr(event, "type", None) in REALTIME_TEXT:
             self._add_text(0, event.delta)
 
     # --- the end --------------------------------------------------------------------------------

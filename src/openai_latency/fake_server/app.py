@@ -36,7 +36,13 @@ try:  # HTTP/2 needs the optional ``h2`` package
 except ImportError:  # pragma: no cover - depends on the environment
     h2_protocol = None  # type: ignore[assignment]
 
+try:  # WebSocket (/v1/responses, /v1/realtime) needs the optional ``websockets`` package
+    from . import ws_app, ws_session
+except ImportError:  # pragma: no cover - depends on the environment
+    ws_app = ws_session = None  # type: ignore[assignment]
+
 HTTP2_AVAILABLE: Final = h2_protocol is not None
+WEBSOCKET_AVAILABLE: Final = ws_app is not None
 
 logger = logging.getLogger("openai_latency.fake_server")
 
@@ -93,6 +99,14 @@ class FakeApp:
     async def handle(self, conn: ResponseWriter, req: Request) -> None:
         if req.path.startswith("/_fake/"):
             await self._debug(conn, req)
+            return
+        if (
+            ws_app is not None
+            and isinstance(conn, Connection)
+            and ws_session.is_upgrade(req)
+            and req.path in ws_session.WS_PATHS
+        ):
+            await ws_app.serve(conn, req, self.log, self._defaults, self._ws_turn, self.canned)
             return
         record = RequestRecord(
             request_id=f"req_{secrets.token_hex(16)}",
@@ -197,6 +211,24 @@ class FakeApp:
         n = body["n"] if isinstance(body.get("n"), int) and body["n"] > 0 else 1
         result = endpoint.json(Call(out, body, model, argument, n))
         return await respond.send_json(conn, record, script, status, result)
+
+    async def _ws_turn(
+        self, conn: ResponseWriter, req: Request, record: RequestRecord, raw: dict[str, str]
+    ) -> Outcome:
+        """A WebSocket turn (:mod:`.ws_app`): its script keys (``raw``: the server's defaults, the
+        handshake's and the turn's own), with ``every`` and ``capacity`` applied as for HTTP."""
+        script = parse_script(raw)
+        overrides = self._every(script, record, None)
+        if overrides:
+            script = parse_script({**raw, **overrides})
+        script = dataclasses.replace(script, fail_attempts=0)
+        if not script.capacity:
+            return await self._scripted(conn, req, record, script)
+        await self._capacity.enter(script.capacity)
+        try:
+            return await self._scripted(conn, req, record, script)
+        finally:
+            self._capacity.leave()
 
     def _every(self, script: Script, record: RequestRecord, traceparent: str | None) -> dict[str, str]:
         """The ``every`` settings that apply to this request (its retries get the same ones)."""

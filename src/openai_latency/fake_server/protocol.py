@@ -135,6 +135,17 @@ class Connection(ServerConnection, ResponseWriter):
             await self._wait_drained()
         return not self._peer_gone
 
+    async def read_available(self) -> bytes:
+        """What the client sent and no request took yet, waiting for some; ``b""`` once it is gone
+        (an upgraded connection's bytes: :mod:`.ws_session`)."""
+        while not self._buf:
+            if self._peer_gone:
+                return b""
+            await self._reader.wait()
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
+
     # -- request loop -----------------------------------------------------------------------------
 
     async def _serve(self) -> None:

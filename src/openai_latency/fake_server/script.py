@@ -83,6 +83,13 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``stale`` (the right trace, a span that is not the call's)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
+``vad``                     Realtime: server VAD on (also turned on by a ``session.update`` whose
+                            turn detection is ``server_vad``): the first audio append of a user
+                            turn gets ``input_audio_buffer.speech_started``
+``vad-speech-ms``           Realtime server VAD: speech_started -> ``speech_stopped`` (default 300),
+                            then ``committed`` and an automatic response
+``barge-in-after``          Realtime: after N audio deltas of a response the user "speaks":
+                            ``speech_started``, and the response ends cancelled (``response.done``)
 ``tokenizer``               how usage counts the prompt's tokens: ``words`` (default: its words),
                             ``pieces`` (a BPE-shaped count with a chat template's overhead:
                             :mod:`.tokens`)
@@ -199,6 +206,9 @@ class Script:
     tool_name: str = "fake_tool"
     tool_plan: tuple[str, ...] = ()
     tokenizer: Tokenizer = "words"
+    vad: bool = False
+    vad_speech: float = 0.3
+    barge_in_after: int | None = None
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -341,6 +351,9 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
         lambda k, v: _choice(k, v, ("traceparent", "lost", "stale")),
     ),
     "tokenizer": ("tokenizer", lambda k, v: _choice(k, v, TOKENIZERS)),
+    "vad": ("vad", _flag),
+    "vad-speech-ms": ("vad_speech", _ms),
+    "barge-in-after": ("barge_in_after", _count),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

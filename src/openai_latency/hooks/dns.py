@@ -8,7 +8,8 @@ thread, where our context is absent, so nothing is counted twice).
 
 Both wrappers act only while an SDK call's HTTP attempt is in flight in the calling context (the
 ``CURRENT`` operation's last attempt has not ended); everywhere else they cost one contextvar read.
-They record ``(first start, last end)`` on the attempt; :mod:`openai_latency.call.timeline` splits
+A WebSocket opening handshake in flight (``HANDSHAKE``) is noted the same way. They record
+``(first start, last end)`` on the attempt; :mod:`openai_latency.call.timeline` splits
 ``http.dns`` off ``http.connect`` with it.
 """
 
@@ -23,16 +24,16 @@ import wrapt
 from ..call.timeline import Attempt
 from ..clock import clock
 from ..model import Args, Kwargs, Wrapped
-from .registry import CURRENT
+from .registry import CURRENT, HANDSHAKE, DnsMarks
 
 #: (module, function) pairs wrapped when DNS tracing is on.
 TARGETS = (("socket", "getaddrinfo"), ("anyio._core._sockets", "getaddrinfo"))
 
 
-def _in_flight() -> Attempt | None:
+def _in_flight() -> Attempt | DnsMarks | None:
     op = CURRENT.get()
     if op is None:
-        return None
+        return HANDSHAKE.get()  # a WebSocket handshake (sync client: websockets resolves here)
     attempts = op.timeline.attempts
     if not attempts or attempts[-1].end_ns:
         return None
@@ -57,7 +58,7 @@ def _async_getaddrinfo(wrapped: Wrapped, instance: object, args: Args, kwargs: K
     return _timed(attempt, wrapped(*args, **kwargs))
 
 
-async def _timed(attempt: Attempt, resolving: Awaitable[Any]) -> Any:
+async def _timed(attempt: Attempt | DnsMarks, resolving: Awaitable[Any]) -> Any:
     start = clock()
     try:
         return await resolving

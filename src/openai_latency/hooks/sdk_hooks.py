@@ -99,6 +99,7 @@ class Hooks:
     ) -> Operation:
         attributes = attrs.request_attributes(kwargs, kind.operation, kind.api_type)
         attributes.update(attrs.client_attributes(client))
+        attributes[sc.OPENAI_LATENCY_TRANSPORT] = "http"  # "websocket": a turn of websocket/
         if http is not None:  # not a GenAI operation: an HTTP call of the SDK
             del attributes[sc.GEN_AI_OPERATION_NAME]
             attributes.update(http)

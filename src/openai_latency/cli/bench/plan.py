@@ -67,7 +67,8 @@ class Workload:
         """The SDK call's keyword arguments for these messages (``api``'s resource's ``create``)."""
         kwargs: dict[str, Any] = {"model": model}
         limit = max_tokens or self.max_tokens
-        if self.api == "responses":
+        responses = self.api in ("responses", "responses-ws")
+        if responses:
             kwargs["input"] = messages
             kwargs["max_output_tokens"] = limit
         else:
@@ -79,15 +80,15 @@ class Workload:
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         if self.tools:
-            kwargs["tools"] = responses_tools(self.tools) if self.api == "responses" else list(self.tools)
+            kwargs["tools"] = responses_tools(self.tools) if responses else list(self.tools)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         if self.stream if stream is None else stream:
             kwargs["stream"] = True
-            if self.stream_usage and self.api != "responses":  # Responses: usage is in the last event
+            if self.stream_usage and not responses:  # Responses: usage is in the last event
                 kwargs["stream_options"] = {"include_usage": True}
         if self.reasoning_effort is not None and self.api != "completions":
-            if self.api == "responses":
+            if responses:
                 kwargs["reasoning"] = {"effort": self.reasoning_effort}
             else:
                 kwargs["reasoning_effort"] = self.reasoning_effort

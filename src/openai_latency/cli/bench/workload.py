@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Api = Literal["chat", "responses", "completions"]
-APIS: tuple[Api, ...] = ("chat", "responses", "completions")
+Api = Literal["chat", "responses", "completions", "responses-ws"]
+APIS: tuple[Api, ...] = ("chat", "responses", "completions", "responses-ws")
 Message = dict[str, Any]
 #: The next user message of a conversation whose data has none of its own (``--turns`` on prompts).
 FOLLOW_UP = "Go on: add one more point to your answer."

@@ -122,7 +122,7 @@ def build_parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser
         help="a JSON object merged into every request body (server-specific fields), e.g. '{\"top_k\": 20}'",
     )
     work.add_argument(
-        "--api", choices=APIS, default="chat", help="chat completions (default), responses or completions"
+        "--api", choices=APIS, default="chat", help="chat (default), responses, completions, responses-ws"
     )
     work.add_argument(
         "--prefix-cache",

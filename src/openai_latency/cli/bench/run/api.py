@@ -12,12 +12,13 @@ from typing import Any
 
 from ...stats.sketch import Sketch
 from ..workload import Api
+from . import ws_pool
 from .record import Tag
 
 
 def resource(client: Any, api: Api) -> Any:
     """The SDK resource whose ``create`` sends one request of ``api``."""
-    if api == "responses":
+    if api in ("responses", "responses-ws"):  # responses-ws: HTTP for what is not a turn (calibration)
         return client.responses
     if api == "completions":
         return client.completions
@@ -64,12 +65,13 @@ CONTENT: dict[str, Callable[[Any], str | None]] = {
     "chat": _chat,
     "completions": _completions,
     "responses": _responses,
+    "responses-ws": _responses,
 }
 
 
 def answer_text(result: Any, api: Api) -> str:
     """A non-stream result's answer text (what the next turn of a conversation repeats)."""
-    if api == "responses":
+    if api in ("responses", "responses-ws"):
         return str(getattr(result, "output_text", "") or "")
     choices = getattr(result, "choices", None) or ()
     if not choices:
@@ -86,6 +88,8 @@ async def send(
     """One call of ``api``; a stream's content chunks counted in ``tag``, the gaps between them
     added to ``gaps`` (unless None). Returns the answer's text when ``keep`` (else ""), and the
     output and input tokens the server reported (None without usage)."""
+    if api == "responses-ws":
+        return await ws_pool.send(client, kwargs, tag, gaps, keep)
     create = resource(client, api).create
     if not kwargs.get("stream"):
         result = await create(**kwargs)

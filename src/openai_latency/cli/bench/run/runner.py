@@ -28,6 +28,7 @@ from typing import Any
 from ...stats.sketch import Sketch
 from ..plan import WARMUP, LevelKey, Load, Target, Workload
 from ..workload import Conversation, Message, RequestSource, next_turn
+from . import ws_pool
 from .api import send
 from .arrivals import Arrivals
 from .calibrate import Calibration, InputCheck, calibrate, prober, replayed
@@ -197,6 +198,8 @@ async def supervise(runner: Runner, work: Callable[[], Awaitable[None]], tick: C
         runner.state.cpu_s += time.process_time() - cpu
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        with contextlib.suppress(Exception):
+            await ws_pool.close_all()  # --api responses-ws
         for client in runner.clients:
             with contextlib.suppress(Exception):
                 await client.close()

@@ -1,0 +1,208 @@
+"""Our own work per WebSocket event (issue 31's budget: at most 0.6 µs, and at most 5 % of the SDK's
+own receive + parse per event).
+
+The real SDK connection (``ResponsesConnection``, sync) reads from a stand-in websockets connection
+whose ``recv`` hands the frame to its own ``process_event`` first, as websockets' reader does, then
+returns the same ``response.output_text.delta`` bytes every time: no socket, no thread, so what is
+measured is the SDK's ``recv`` (``recv_bytes`` + ``json.loads`` + its model build) and, instrumented,
+our stamp in ``process_event``, the watcher of the connection's ``recv``, the ``parse_event`` path
+(from the first turn on, the connection's own ``parse_event``) and the turn's
+bookkeeping (``streams._on_chunk`` by arrival). A turn is open the whole time (one ``response.create``
+and a ``response.created`` before the measured events); the end of a turn (its spans and metric
+points) is per turn, not per event, and is not in these figures.
+
+- wall time: ``--rounds`` rounds, each a batch of ``--events`` bare then instrumented (instrument()
+  and uninstrument() between the two, same process), in alternating order; the median over rounds
+  of (instrumented - bare) / events, and the bare batch's per-event time (the SDK's own);
+- ``--instructions``: callgrind's instruction counts of the two modes at two batch sizes, so the
+  start-up cancels out: (count(big) - count(small)) / (big - small) events, per mode.
+
+    python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+DELTA = json.dumps(
+    {
+        "type": "response.output_text.delta",
+        "sequence_number": 7,
+        "item_id": "msg_0123456789abcdef",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": " tok7",
+        "logprobs": [],
+    },
+    separators=(",", ":"),
+).encode()
+CREATED = json.dumps(
+    {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {"id": "resp_bench", "status": "in_progress"},
+    }
+).encode()
+_COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+class StandIn:
+    """What the SDK uses of a websockets sync connection: ``recv``, ``send``, ``close``; ``recv`` runs
+    ``process_event`` on the frame first, as websockets' reader thread does before queueing it."""
+
+    def __init__(self) -> None:
+        from websockets.frames import Frame, Opcode
+
+        self.data = DELTA
+        self.frame = Frame(Opcode.TEXT, DELTA)
+        self.created_frame = Frame(Opcode.TEXT, CREATED)
+        self.next_is_created = False
+
+    def process_event(self, event: Any) -> None:
+        pass  # websockets: into the receive queue
+
+    def recv(self, timeout: float | None = None, decode: bool | None = None) -> bytes:
+        if self.next_is_created:
+            self.next_is_created = False
+            self.process_event(self.created_frame)
+            return CREATED
+        self.process_event(self.frame)
+        return self.data
+
+    def send(self, data: Any) -> None:
+        pass
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        pass
+
+
+def _connection(instrumented: bool) -> Any:
+    from openai.resources.responses.responses import ResponsesConnection
+
+    from openai_latency.websocket import arrivals
+
+    ws = StandIn()
+    connection = ResponsesConnection(ws)  # type: ignore[arg-type]
+    if instrumented:
+        arrivals.install(ws)  # what the handshake wrapper does
+        connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"})
+        ws.next_is_created = True
+        connection.recv()
+    return connection
+
+
+def batch(connection: Any, events: int) -> int:
+    recv = connection.recv
+    start = time.perf_counter_ns()
+    for _ in range(events):
+        recv()
+    return time.perf_counter_ns() - start
+
+
+def wall(events: int, rounds: int) -> None:
+    from openai_latency import OpenAILatencyInstrumentor
+
+    provider = TracerProvider()
+    instrumentor = OpenAILatencyInstrumentor()
+    bare_ns: list[float] = []
+    ours_ns: list[float] = []
+    for _ in range(2):  # warm: model builds, caches
+        batch(_connection(False), 2000)
+    gc.collect()
+    gc.freeze()
+    for index in range(rounds):
+        results: dict[bool, int] = {}
+        for instrumented in (False, True) if index % 2 == 0 else (True, False):
+            if instrumented:
+                instrumentor.instrument(tracer_provider=provider)
+            connection = _connection(instrumented)
+            batch(connection, 200)
+            results[instrumented] = batch(connection, events)
+            if instrumented:
+                instrumentor.uninstrument()
+        bare_ns.append(results[False] / events)
+        ours_ns.append((results[True] - results[False]) / events)
+    bare, ours = statistics.median(bare_ns), statistics.median(ours_ns)
+    print(f"wall time, median of {rounds} rounds of {events} events:")
+    print(f"  the SDK's own recv + parse per event: {bare / 1000:.2f} µs")
+    print(f"  ours per event:                       {ours / 1000:.3f} µs ({ours / bare:.1%} of the SDK's)")
+    print(f"  ours per event, each round (µs): {', '.join(f'{x / 1000:.3f}' for x in ours_ns)}")
+
+
+def _run_mode(mode: str, events: int) -> None:
+    """One process under callgrind: warm, then ``events`` events of ``mode``."""
+    from openai_latency import OpenAILatencyInstrumentor
+
+    instrumented = mode == "ours"
+    if instrumented:
+        OpenAILatencyInstrumentor().instrument(tracer_provider=TracerProvider())
+    connection = _connection(instrumented)
+    batch(connection, 500)
+    gc.collect()
+    gc.freeze()
+    batch(connection, events)
+
+
+def count(mode: str, events: int) -> int:
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--events",
+        str(events),
+    ]
+    result = subprocess.run(command, capture_output=True, check=True, env={"PYTHONHASHSEED": "0", **_env()})
+    found = _COLLECTED.search(result.stderr)
+    if found is None:
+        raise SystemExit(result.stderr.decode(errors="replace")[-2000:])
+    return int(found.group(1))
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def instructions(small: int, big: int) -> None:
+    per = {}
+    for mode in ("bare", "ours"):
+        low, high = count(mode, small), count(mode, big)
+        per[mode] = (high - low) / (big - small)
+    print(f"instructions per event (callgrind, ({big} - {small} events)):")
+    print(f"  the SDK's own recv + parse: {per['bare']:.0f}")
+    ours = per["ours"] - per["bare"]
+    print(f"  ours: {ours:.0f} ({ours / per['bare']:.1%} of the SDK's)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--instructions", action="store_true", help="callgrind counts instead of wall time")
+    parser.add_argument("--child", choices=("bare", "ours"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _run_mode(args.child, args.events)
+    elif args.instructions:
+        instructions(1000, 1000 + args.events // 4)
+    else:
+        wall(args.events, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

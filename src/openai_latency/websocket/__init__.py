@@ -1,0 +1,1 @@
+"""WebSocket transports (Responses WebSocket mode, Realtime): docs/ARCHITECTURE.md, "WebSocket transports"."""

@@ -1,0 +1,228 @@
+"""``openai.websocket.connect``: the span of one opening handshake (and of each reconnect the SDK makes).
+
+The SDK's connection managers open every WebSocket through their ``_connect_ws(extra_query,
+extra_headers)`` (``responses.connect()``, ``realtime.connect()``, sync and async); a reconnect calls
+the same method (the connection's ``make_ws``). The wrapper times it as one span with
+``server.address``/``server.port``/``gen_ai.provider.name`` from the client, the upgrade's status, the
+reconnect attempt (0 for the first handshake), and ``error.type`` when it failed: the status of a
+rejected upgrade, else the exception's name. Nothing of the request is recorded: no header (the
+Authorization header among them), no query.
+
+Inside, where they can be observed (:class:`Marks`, current in ``registry.HANDSHAKE`` while the
+handshake runs): ``openai_latency.websocket.upgrade``, the HTTP upgrade (websockets'
+``ClientConnection.handshake``, sync and asyncio: request written -> 101 response read);
+``openai_latency.websocket.connect``, everything before it (TCP connect and TLS: websockets does both
+inside ``connect`` and neither client exposes the moment between them); ``openai_latency.websocket.dns``
+with ``OPENAI_LATENCY_TRACE_DNS=true`` on the sync client, whose ``socket.create_connection`` resolves
+in the caller's thread (then ``connect`` starts after it; the asyncio client resolves in the loop's
+executor, where the context is absent, so there ``connect`` includes DNS, as ``http.connect`` does).
+
+On the websockets connection it returns it leaves what the turns need: the span's context (their
+link), the client's attributes and the model (Realtime), and the arrival stamps (:mod:`.arrivals`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from contextvars import Token
+from typing import Any, Final
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .. import semconv as sc
+from .._guard import guarded
+from ..clock import EPOCH_OFFSET_NS, clock, seconds
+from ..hooks.registry import HANDSHAKE, DnsMarks
+from ..model import Args, Attributes, Kwargs, Telemetry, Wrapped
+from ..read.attributes import client_attributes
+from ..read.errors import qualified_name
+from . import arrivals
+
+SPAN_NAME: Final = "openai.websocket.connect"
+LINK: Final = "_openai_latency_handshake"
+CLIENT: Final = "_openai_latency_client"
+MODEL: Final = "_openai_latency_model"
+RECONNECTS: Final = "_openai_latency_reconnects"
+
+
+class Marks:
+    """One handshake's inner moments (monotonic ns; 0: not observed)."""
+
+    __slots__ = ("dns", "start", "upgrade_end", "upgrade_start")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.dns: tuple[int, int] | None = None
+        self.upgrade_start = 0
+        self.upgrade_end = 0
+
+    def note_dns(self, start_ns: int, end_ns: int) -> None:
+        first = self.dns[0] if self.dns is not None else start_ns
+        self.dns = (first, end_ns)
+
+    def attributes(self, end: int) -> Attributes:
+        """``dns``, ``connect`` (to the upgrade's start, or to ``end`` when it never started) and
+        ``upgrade`` (to its response, or to ``end`` when it failed), in seconds."""
+        out: Attributes = {}
+        connect_start = self.start
+        if self.dns is not None:
+            out[sc.OPENAI_LATENCY_WEBSOCKET_DNS] = seconds(self.dns[1] - self.dns[0])
+            connect_start = self.dns[1]
+        out[sc.OPENAI_LATENCY_WEBSOCKET_CONNECT] = seconds((self.upgrade_start or end) - connect_start)
+        if self.upgrade_start:
+            out[sc.OPENAI_LATENCY_WEBSOCKET_UPGRADE] = seconds((self.upgrade_end or end) - self.upgrade_start)
+        return out
+
+
+def enter(marks: Marks | None) -> Token[DnsMarks | None] | None:
+    return HANDSHAKE.set(marks) if marks is not None else None
+
+
+def leave(token: Token[DnsMarks | None] | None) -> None:
+    if token is not None:
+        HANDSHAKE.reset(token)
+
+
+def upgrade_sync(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+    """websockets' sync ``ClientConnection.handshake``: the HTTP upgrade, timed on the handshake in
+    flight (anyone else's websockets connection: one contextvar read)."""
+    marks = HANDSHAKE.get()
+    if not isinstance(marks, Marks):
+        return wrapped(*args, **kwargs)
+    marks.upgrade_start = clock()
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        marks.upgrade_end = clock()
+
+
+def upgrade_async(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+    """websockets' asyncio ``ClientConnection.handshake``, as :func:`upgrade_sync`."""
+    marks = HANDSHAKE.get()
+    if not isinstance(marks, Marks):
+        return wrapped(*args, **kwargs)
+    return _timed_upgrade(marks, wrapped(*args, **kwargs))
+
+
+async def _timed_upgrade(marks: Marks, upgrading: Awaitable[Any]) -> Any:
+    marks.upgrade_start = clock()
+    try:
+        return await upgrading
+    finally:
+        marks.upgrade_end = clock()
+
+
+def _private(instance: object, suffix: str) -> Any:
+    """A name-mangled attribute of an SDK manager (``_RealtimeConnectionManager__client``...)."""
+    for key, value in vars(instance).items():
+        if key.endswith(suffix):
+            return value
+    return None
+
+
+class Handshakes:
+    def __init__(self, gate: Any) -> None:
+        self.gate = gate
+        """The instrumentation's hooks: ``gate._active`` is False after ``uninstrument()``."""
+
+    def sync(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not self.gate._active or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        started = self._start(instance)
+        token = enter(started[2] if started is not None else None)
+        try:
+            ws = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self._failed(started, exc)
+            raise
+        finally:
+            leave(token)
+        self._opened(started, instance, ws)
+        return ws
+
+    def async_(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not self.gate._active or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        return self._await(wrapped(*args, **kwargs), instance)
+
+    async def _await(self, coro: Awaitable[Any], instance: Any) -> Any:
+        started = self._start(instance)
+        token = enter(started[2] if started is not None else None)
+        try:
+            ws = await coro
+        except BaseException as exc:
+            self._failed(started, exc)
+            raise
+        finally:
+            leave(token)
+        self._opened(started, instance, ws)
+        return ws
+
+    @guarded()
+    def _start(self, instance: Any) -> tuple[Span, Attributes, Marks]:
+        client = client_attributes(_private(instance, "__client"))
+        connection = _private(instance, "__connection")
+        attempt = getattr(connection, "_reconnect_attempt", None) if connection is not None else 0
+        if not isinstance(attempt, int):  # openai 2.x keeps it local: the reconnects made so far
+            attempt = instance.__dict__[RECONNECTS] = instance.__dict__.get(RECONNECTS, 0) + 1
+        attributes: Attributes = {
+            **client,
+            sc.OPENAI_LATENCY_TRANSPORT: "websocket",
+            sc.OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: attempt,
+        }
+        telemetry: Telemetry = self.gate.telemetry
+        start = clock()
+        span = telemetry.tracer.start_span(
+            SPAN_NAME, kind=SpanKind.CLIENT, attributes=attributes, start_time=start + EPOCH_OFFSET_NS
+        )
+        model = _private(instance, "__model")
+        client[MODEL] = model if isinstance(model, str) else ""
+        return span, client, Marks(start)
+
+    @guarded()
+    def _opened(self, started: tuple[Span, Attributes, Marks] | None, instance: Any, ws: Any) -> None:
+        if started is None:
+            return
+        span, client, marks = started
+        end = clock()
+        span.set_attributes(marks.attributes(end))
+        response = getattr(ws, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(status, int):
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+        model = client.pop(MODEL, "")
+        store = ws.__dict__
+        store[LINK] = span.get_span_context()
+        store[CLIENT] = client
+        store[MODEL] = model or query_model(ws)
+        arrivals.install(ws)
+        span.end(end_time=end + EPOCH_OFFSET_NS)
+
+    @guarded()
+    def _failed(self, started: tuple[Span, Attributes, Marks] | None, exc: BaseException) -> None:
+        if started is None:
+            return
+        span, _, marks = started
+        end = clock()
+        span.set_attributes(marks.attributes(end))
+        status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets InvalidStatus
+        if isinstance(status, int):
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+            span.set_attribute(sc.ERROR_TYPE, str(status))
+        else:
+            span.set_attribute(sc.ERROR_TYPE, qualified_name(type(exc)))
+        span.set_status(Status(StatusCode.ERROR, str(exc)[:256]))
+        span.record_exception(exc)
+        span.end(end_time=end + EPOCH_OFFSET_NS)
+
+
+def query_model(ws: Any) -> str:
+    """The ``model`` of the handshake's query (``/v1/realtime?model=...``), if any."""
+    path = getattr(getattr(ws, "request", None), "path", "")
+    _, _, query = str(path).partition("?")
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "model":
+            return value
+    return ""

@@ -1,0 +1,225 @@
+"""The wrappers of the SDK's WebSocket connections, and what they wrap (:func:`patch_table`).
+
+Per connection class (Responses and Realtime, sync and async):
+
+- ``send``: a ``response.create`` (Realtime: a trigger) opens a turn before the frame leaves;
+- (the websockets connection's ``recv``, an instance attribute of :mod:`.arrivals`: a connection
+  that was lost ends its open turns as errors; the exception passes unchanged);
+- ``parse_event``: the message's arrival stamp (:mod:`.arrivals`), then the parsed event goes to its
+  turn (the SDK's ``recv`` is ``parse_event(recv_bytes())``; a caller of ``recv_bytes`` who parses
+  with ``parse_event`` is seen the same way);
+- ``close`` (the connection base classes): open turns end ``closed_early``.
+
+The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`). Every wrapper checks
+``_active`` first (False after ``uninstrument()``) and calls the SDK outside any ``try`` of ours.
+"""
+
+from __future__ import annotations
+
+import weakref
+from types import ModuleType
+from typing import Any
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from .._guard import report
+from ..clock import clock
+from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
+from . import agents, arrivals, handshake, realtime, responses
+from .arrivals import ATTRIBUTE
+from .handshake import Handshakes
+from .responses import STATE
+
+_RESPONSES = "openai.resources.responses.responses"
+_REALTIME = "openai.resources.realtime.realtime"
+_BASE = "openai._websocket_connection"
+
+
+class WsHooks:
+    """``gate``: the instrumentation's :class:`..sdk_hooks.Hooks`, its ``_active`` (False after
+    ``uninstrument()``) and ``telemetry``."""
+
+    def __init__(self, gate: Any) -> None:
+        self.gate = gate
+        self.handshakes = Handshakes(gate)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        telemetry: Telemetry = self.gate.telemetry
+        return telemetry
+
+    # -- send -------------------------------------------------------------------------------------
+
+    def _begin(self, proto: ModuleType, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        if not is_instrumentation_enabled():
+            return None
+        try:
+            event = args[0] if args else kwargs.get("event")
+            return proto.begin(self.telemetry, instance, event, clock())
+        except Exception:
+            report("websocket send")
+            return None
+
+    def send(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            started = self._begin(proto, instance, args, kwargs)
+            if started is None:
+                return wrapped(*args, **kwargs)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _call("websocket send failed", proto.send_failed, started, exc, clock())
+                raise
+            _call("websocket sent", proto.sent, started, clock())
+            return result
+
+        return wrapper
+
+    def async_send(self, proto: ModuleType) -> Wrapper:
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            if not self.gate._active:
+                return wrapped(*args, **kwargs)
+            return self._async_send(proto, wrapped, instance, args, kwargs)
+
+        return wrapper
+
+    async def _async_send(
+        self, proto: ModuleType, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs
+    ) -> Any:
+        started = self._begin(proto, instance, args, kwargs)
+        if started is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _call("websocket send failed", proto.send_failed, started, exc, clock())
+            raise
+        _call("websocket sent", proto.sent, started, clock())
+        return result
+
+    # -- receive ----------------------------------------------------------------------------------
+
+    def parse_event(self, proto: ModuleType) -> Wrapper:
+        """The message's arrival stamp (paired with the bytes being parsed: :func:`.arrivals.take`,
+        taken before the parse so that a message that is no JSON keeps the pairing), the parse, then
+        the event to its turn; the hand-over is when the parsed event goes back to the caller."""
+
+        def wrapper(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+            store = instance.__dict__
+            ws = store.get("_connection")
+            if not self.gate._active or ws is None:
+                return wrapped(*args, **kwargs)
+            try:  # arrivals.take, inlined (once per event): the oldest stamp, if it is this message's
+                stamps = ws.__dict__.get(ATTRIBUTE)
+                arrival = 0
+                if stamps:
+                    stamp = stamps[0]
+                    if stamp[1] == len(args[0] if args else kwargs["data"]):
+                        arrival = stamps.popleft()[0]
+                elif stamps is None:
+                    # an SDK that connects without ``_connect_ws`` (openai 1.x Realtime): stamps from
+                    # the next message on, no handshake span
+                    arrivals.install(ws)
+            except Exception:
+                arrival = 0
+            event = wrapped(*args, **kwargs)
+            handover = clock()
+            turns = store.get(STATE)
+            try:
+                if turns is None:
+                    turns = proto.receiving(instance, self.telemetry)
+                    if turns is None:
+                        return event
+                proto.on_event(turns, event, arrival or handover, handover)
+                if "parse_event" not in store:
+                    _fast_path(self.gate, proto, instance, wrapped, ws, turns)
+            except Exception:
+                report("websocket event")
+            return event
+
+        return wrapper
+
+    def close(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        turns = instance.__dict__.get(STATE)
+        if turns is not None and self.gate._active:
+            _call("websocket close", turns.end_all, clock(), "closed_early")
+        return wrapped(*args, **kwargs)
+
+
+def _fast_path(gate: Any, proto: ModuleType, instance: Any, wrapped: Any, ws: Any, turns: Any) -> None:
+    """From the connection's first turn on, its own ``parse_event`` (an instance attribute, removed by
+    ``uninstrument()``): the class wrapper's work without wrapt's dispatch, which cost about a third of
+    ours per event. It holds the connection weakly (no cycle through the connection's ``__dict__``: a
+    connection dropped mid-turn is still collected, and its turn ends ``abandoned``)."""
+    parse = getattr(wrapped, "__func__", None)
+    if parse is None:
+        return
+    connection = weakref.ref(instance)
+    stamps_of = ws.__dict__
+    on_event = proto.on_event
+
+    def parse_event(data: Any) -> Any:
+        owner = connection()
+        if not gate._active or owner is None:
+            return parse(owner, data)
+        try:
+            stamps = stamps_of.get(ATTRIBUTE)
+            arrival = 0
+            if stamps and stamps[0][1] == len(data):
+                arrival = stamps.popleft()[0]
+        except Exception:
+            arrival = 0
+        event = parse(owner, data)
+        handover = clock()
+        try:
+            on_event(turns, event, arrival or handover, handover)
+        except Exception:
+            report("websocket event")
+        return event
+
+    instance.__dict__["parse_event"] = parse_event
+    arrivals.track(instance, ("parse_event",))
+
+
+def _call(what: str, fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        report(what)
+
+
+def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
+    """``(module, "Class.method", wrapper)`` of the WebSocket transports (absent ones are skipped)."""
+    table: list[tuple[str, str, Wrapper]] = []
+    for module, prefix, proto in ((_RESPONSES, "Responses", responses), (_REALTIME, "Realtime", realtime)):
+        table += [
+            (module, f"{prefix}ConnectionManager._connect_ws", hooks.handshakes.sync),
+            (module, f"Async{prefix}ConnectionManager._connect_ws", hooks.handshakes.async_),
+            (module, f"{prefix}Connection.send", hooks.send(proto)),
+            (module, f"Async{prefix}Connection.send", hooks.async_send(proto)),
+            (module, f"{prefix}Connection.parse_event", hooks.parse_event(proto)),
+            (module, f"Async{prefix}Connection.parse_event", hooks.parse_event(proto)),
+            # openai 2.x defines close on each class; 3.x inherits it from the bases below
+            (module, f"{prefix}Connection.close", hooks.close),
+            (module, f"Async{prefix}Connection.close", hooks.close),
+        ]
+    table += [
+        # the HTTP upgrade inside websockets' connect, timed for the handshake in flight (handshake.Marks)
+        ("websockets.sync.client", "ClientConnection.handshake", handshake.upgrade_sync),
+        ("websockets.asyncio.client", "ClientConnection.handshake", handshake.upgrade_async),
+        (_BASE, "WebSocketConnectionBase.close", hooks.close),
+        (_BASE, "AsyncWebSocketConnectionBase.close", hooks.close),
+    ]
+    return table
+
+
+def install(gate: Any) -> None:
+    """What is wrapped when it is imported: the OpenAI Agents SDK's WebSocket model (:mod:`.agents`)."""
+    agents.install(gate)
+
+
+def uninstall() -> None:
+    agents.uninstall()
+    arrivals.uninstall_all()

@@ -1,0 +1,156 @@
+"""Responses WebSocket mode (``client.responses.connect()``): one operation span per ``response.create``.
+
+- ``send(response.create)``: the turn starts when ``send`` is called, its span a child of the span
+  current there, linked to the connection's handshake; ``request_build`` lasts until ``send``
+  returned (the frame written), then ``network_wait`` until ``response.created`` arrives.
+- Events go to the turn they belong to: the protocol runs one turn at a time per lane (the
+  ``stream_id`` a ``response.create`` names, echoed on its events; no lane is a lane too), so an
+  event goes to the oldest open turn of its lane; ``response.created`` names the turn's response id,
+  and a final event (``response.completed | failed | incomplete``) ends the turn of its response id.
+- The turn ends at the arrival of its final event, of an ``error`` event (the provider's code is
+  ``error.type``), when the connection is lost (``error``), closed by the caller (``closed_early``) or
+  collected (``abandoned``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any, Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+
+from .. import semconv as sc
+from ..call import deferred
+from ..hooks.streams import OBSERVERS, _on_chunk
+from ..model import StreamStats, Telemetry
+from ..read.attributes import request_attributes
+from ..read.routing import RESPONSES
+from . import arrivals, handshake
+from .turns import Turn, Turns, capture_content, created, end, frame_written, open_operation
+
+STATE: Final = "_openai_latency_turns"
+"""Where an SDK connection keeps its :class:`.turns.Turns` (its ``__dict__``)."""
+FINAL: Final = frozenset({"response.completed", "response.failed", "response.incomplete"})
+_observe_responses = OBSERVERS["responses"]
+
+
+def observe(st: StreamStats, event: Any) -> int:
+    """The SSE observer, and the WebSocket ``error`` event's code, one level down (``event.error``)."""
+    channel = _observe_responses(st, event)
+    if st.error_item is event:
+        _error_code(st, event)
+    return channel
+
+
+def _error_code(st: StreamStats, event: Any) -> None:
+    inner = getattr(event, "error", None)
+    if isinstance(inner, Mapping):  # an SDK without the WebSocket error model keeps it a dict
+        inner = SimpleNamespace(code=inner.get("code"), message=inner.get("message"))
+    if inner is not None:
+        st.error_item = inner
+
+
+def turns_of(connection: Any) -> Turns:
+    """The connection's turns, made at its first use (watched for the collector from then on)."""
+    turns: Turns | None = connection.__dict__.get(STATE)
+    if turns is None:
+        # the SSE observer itself (one call less per event): on_event looks one level down for an
+        # ``error`` event's code
+        turns = connection.__dict__[STATE] = Turns(_observe_responses)
+        deferred.watch(connection, turns)
+        ws = getattr(connection, "_connection", None)
+        if ws is not None and hasattr(ws, "__dict__"):
+            arrivals.own(ws, connection, turns)
+    return turns
+
+
+def receiving(connection: Any, telemetry: Telemetry) -> Turns | None:
+    """The turns an event received now may belong to: none before the first ``response.create``."""
+    turns: Turns | None = connection.__dict__.get(STATE)
+    return turns
+
+
+def event_fields(event: Any) -> Mapping[str, Any] | None:
+    """A client event as a mapping (a dict param, or the SDK's model), or None."""
+    if isinstance(event, Mapping):
+        return event
+    to_dict = getattr(event, "to_dict", None)
+    if to_dict is None:
+        return None
+    fields = to_dict()
+    return fields if isinstance(fields, Mapping) else None
+
+
+def begin(
+    telemetry: Telemetry, connection: Any, event: Any, start_ns: int
+) -> tuple[Turns, Turn, object] | None:
+    """A ``response.create`` is being sent: its turn, registered before the frame leaves."""
+    fields = event_fields(event)
+    if fields is None or fields.get("type") != "response.create":
+        return None
+    ws = getattr(connection, "_connection", None)
+    store = ws.__dict__ if ws is not None and hasattr(ws, "__dict__") else {}
+    kwargs = {k: v for k, v in fields.items() if k != "type"}
+    attributes = request_attributes(kwargs, RESPONSES.operation, RESPONSES.api_type)
+    attributes[gen_ai.GEN_AI_REQUEST_STREAM] = True  # a turn always streams its events
+    attributes.update(store.get(handshake.CLIENT) or {})
+    model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    name = f"{RESPONSES.operation} {model}" if model else RESPONSES.operation
+    op = open_operation(telemetry, RESPONSES, name, attributes, start_ns, store.get(handshake.LINK), False)
+    turn = Turn(op)
+    capture_content(turn, telemetry, observe, kwargs)
+    lane = fields.get("stream_id")
+    turns = turns_of(connection)
+    turns.add(lane, turn)
+    return turns, turn, lane
+
+
+def sent(started: tuple[Turns, Turn, object], now: int) -> None:
+    frame_written(started[1].op, now)
+
+
+def send_failed(started: tuple[Turns, Turn, object], exc: BaseException, now: int) -> None:
+    turns, turn, lane = started
+    turns.remove(turn, lane)
+    end(turn, now, "error", exc)
+
+
+def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
+    """One event the caller received: to its turn, which it may end. The event's fields are read from
+    its ``__dict__`` (the SDK's models keep them there): a missing one costs no exception."""
+    fields = getattr(event, "__dict__", None) or {}
+    kind = fields.get("type")
+    if not isinstance(kind, str):
+        return
+    lane = fields.get("stream_id")
+    if lane is None:  # an SDK whose event models have no stream_id field keeps it as an extra
+        extra = getattr(event, "__pydantic_extra__", None)
+        if extra:
+            lane = extra.get("stream_id")
+    queue = turns.lanes.get(lane)
+    if not queue:
+        return
+    turn = queue[0]
+    if kind == "response.created":
+        turn = next((t for t in queue if t.response_id is None), turn)
+        response_id = getattr(fields.get("response"), "id", None)
+        turn.response_id = response_id if isinstance(response_id, str) else ""
+        created(turn, arrival)
+    elif kind in FINAL:
+        response_id = getattr(fields.get("response"), "id", None)
+        if isinstance(response_id, str):
+            turn = next((t for t in queue if t.response_id == response_id), turn)
+    # turns.feed, inlined (once per event)
+    op = turn.op
+    st = op.stream
+    delay = handover - arrival
+    turn.handover_total += delay
+    if delay > turn.handover_max:
+        turn.handover_max = delay
+    _on_chunk(op, turn.observe or turns.observe, event, st.last_activity_ns or arrival, arrival)
+    if kind in FINAL or kind == "error":
+        if st.error_item is event:
+            _error_code(st, event)
+        turns.remove(turn, lane)
+        end(turn, arrival, "completed")  # an error item makes it "error" (Operation.finish)

@@ -1,0 +1,254 @@
+"""Realtime (``client.realtime.connect()``): one span per model response, its trigger, phases and time to
+first audio against the fake server's own log (±3 ms), sync and async; server VAD; barge-in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.trace import StatusCode
+
+from tests.support.span_checks import (
+    Captured,
+    assert_close_ns,
+    assert_same_instant,
+    assert_tiles,
+    attrs,
+    end_mono,
+    start_mono,
+)
+from tests.websocket.support import record_of, require_realtime, ws_url
+
+require_realtime()
+
+MODEL = "gpt-realtime"
+VAD = {
+    "type": "session.update",
+    "session": {"type": "realtime", "audio": {"input": {"turn_detection": {"type": "server_vad"}}}},
+}
+APPEND = {"type": "input_audio_buffer.append", "audio": "AAAA"}
+SCRIPTED = {
+    "x-fake-delay-ms": "60",
+    "x-fake-ttft-ms": "40",
+    "x-fake-chunks": "6",
+    "x-fake-chunk-delay-ms": "15",
+}
+
+
+def _until_done(connection: Any) -> list[Any]:
+    events = []
+    for event in connection:
+        events.append(event)
+        if event.type == "response.done":
+            return events
+    return events
+
+
+async def _until_done_async(connection: Any) -> list[Any]:
+    events = []
+    async for event in connection:
+        events.append(event)
+        if event.type == "response.done":
+            return events
+    return events
+
+
+def _turns(captured: Captured) -> list[Any]:
+    return [s for s in captured.operations() if s.name.startswith("realtime")]
+
+
+def _tries(check: Callable[[], None]) -> None:
+    """Up to three runs, one must pass: the OS sometimes wakes the reader a scheduler tick late on
+    this loaded 2-core machine (see test_responses_timing.py); a real bug fails every run."""
+    for attempt in range(3):
+        try:
+            check()
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
+
+
+def _check(captured: Captured, turn: Any, server: Any, start_ns: int, trigger: str) -> None:
+    """``start_ns``: the trigger on the server's clock (the frame received, or speech_stopped sent)."""
+    record = record_of(server, turn)
+    phases = captured.phases(turn)
+    assert [p.name for p in phases] == ["openai.network_wait", "openai.first_token", "openai.stream_drain"]
+    assert_tiles(turn, phases)
+    assert_same_instant(start_mono(turn), start_ns, "the trigger")
+    assert_same_instant(end_mono(phases[0]), record.event_ns("event:response.created")[0], "response.created")
+    first_audio = record.content_event_ns[0]
+    assert_same_instant(end_mono(phases[1]), first_audio, "first audio delta")
+    assert_same_instant(end_mono(turn), record.event_ns("event:response.done")[0], "response.done")
+    a = attrs(turn)
+    assert a["openai_latency.realtime.trigger"] == trigger
+    assert_close_ns(round(a["openai_latency.time_to_first_audio"] * 1e9), first_audio - start_ns, "ttfa")
+    assert a["openai_latency.time_to_first_token"] == a["openai_latency.time_to_first_audio"]
+    assert a["gen_ai.operation.name"] == "realtime" and a["gen_ai.request.model"] == MODEL
+    assert turn.name == f"realtime {MODEL}"
+    assert a["openai_latency.transport"] == "websocket"
+    assert a["gen_ai.usage.output_tokens"] == len(record.content_event_ns)
+    assert a["openai_latency.stream.end_state"] == "completed"
+
+
+def test_response_create_sync(instrument: Callable[..., Captured], timing_server: Any) -> None:
+    captured = instrument()
+    client = openai.OpenAI(
+        base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
+    )
+    with client.realtime.connect(model=MODEL, extra_headers={"x-fake-chunks": "2"}) as connection:
+        connection.send({"type": "response.create"})  # warm-up: lazy model builds
+        _until_done(connection)
+
+        def check() -> None:
+            captured.clear()
+            connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
+            _until_done(connection)
+            [turn] = _turns(captured)
+            _check(
+                captured, turn, timing_server, record_of(timing_server, turn).received_ns, "response.create"
+            )
+
+        _tries(check)
+    metric_names = {
+        m.name
+        for rm in captured.metric_reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    assert "openai_latency.time_to_first_audio" in metric_names
+
+
+def test_response_create_async(instrument: Callable[..., Captured], timing_server: Any) -> None:
+    captured = instrument()
+
+    async def run() -> None:
+        client = openai.AsyncOpenAI(
+            base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
+        )
+        async with client.realtime.connect(model=MODEL) as connection:
+            await connection.send(
+                {"type": "response.create", "response": {"metadata": {"x-fake-chunks": "2"}}}
+            )
+            await _until_done_async(connection)
+            for attempt in range(3):
+                captured.clear()
+                await connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
+                await _until_done_async(connection)
+                [turn] = _turns(captured)
+                try:
+                    _check(
+                        captured,
+                        turn,
+                        timing_server,
+                        record_of(timing_server, turn).received_ns,
+                        "response.create",
+                    )
+                    return
+                except AssertionError:
+                    if attempt == 2:
+                        raise
+
+    asyncio.run(run())
+
+
+def test_commit_then_response_create_is_one_turn_from_the_commit(
+    instrument: Callable[..., Captured], timing_server: Any
+) -> None:
+    captured = instrument()
+    client = openai.OpenAI(
+        base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
+    )
+    with client.realtime.connect(model=MODEL) as connection:
+        connection.send({"type": "response.create", "response": {"metadata": {"x-fake-chunks": "2"}}})
+        _until_done(connection)
+
+        def check() -> None:
+            captured.clear()
+            connection.send(APPEND)
+            connection.send({"type": "input_audio_buffer.commit"})
+            committed = next(e for e in connection if e.type == "input_audio_buffer.committed")
+            assert committed is not None
+            connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
+            _until_done(connection)
+            [turn] = _turns(captured)
+            session = next(
+                r for r in reversed(timing_server.records()) if r.event_ns("event:session.created")
+            )
+            commit_ns = session.event_ns("event:input_audio_buffer.committed")[-1]
+            _check(captured, turn, timing_server, commit_ns, "commit")
+
+        _tries(check)
+
+
+def test_server_vad_starts_the_turn_at_speech_stopped(
+    instrument: Callable[..., Captured], timing_server: Any
+) -> None:
+    captured = instrument()
+    client = openai.OpenAI(
+        base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
+    )
+    script = {**SCRIPTED, "x-fake-vad-speech-ms": "120"}
+    with client.realtime.connect(model=MODEL, extra_headers=script) as connection:
+        connection.send(VAD)
+        connection.send({"type": "response.create"})  # warm-up
+        _until_done(connection)
+
+        def check() -> None:
+            captured.clear()
+            for _ in range(3):
+                connection.send(APPEND)
+            _until_done(connection)
+            [turn] = _turns(captured)
+            stopped = record_of(timing_server, turn).event_ns("event:input_audio_buffer.speech_stopped")[0]
+            _check(captured, turn, timing_server, stopped, "speech_stopped")
+
+        _tries(check)
+    assert [s.name for s in captured.operations()] == [f"realtime {MODEL}"]  # session events: no span
+
+
+@pytest.mark.parametrize("how", ["barge_in", "response_cancel"])
+def test_a_barge_in_ends_the_turn_cancelled_not_as_an_error(
+    instrument: Callable[..., Captured], server: Any, how: str
+) -> None:
+    captured = instrument()
+    client = openai.OpenAI(base_url=server.base_url, websocket_base_url=ws_url(server), api_key="sk-test")
+    script = {"x-fake-chunks": "30", "x-fake-chunk-delay-ms": "10"}
+    if how == "barge_in":
+        script["x-fake-barge-in-after"] = "3"
+    with client.realtime.connect(model=MODEL, extra_headers=script) as connection:
+        connection.send({"type": "response.create"})
+        audio = 0
+        for event in connection:
+            audio += event.type == "response.output_audio.delta"
+            if how == "response_cancel" and audio == 3 and event.type == "response.output_audio.delta":
+                connection.send({"type": "response.cancel"})
+            if event.type == "response.done":
+                assert event.response.status == "cancelled"
+                break
+    [turn] = _turns(captured)
+    a = attrs(turn)
+    assert a["openai_latency.stream.end_state"] == "cancelled"
+    assert turn.status.status_code is StatusCode.UNSET
+    assert "error.type" not in a
+    assert a["openai_latency.time_to_first_audio"] > 0
+    assert a["gen_ai.response.finish_reasons"] == ("cancelled",)
+
+
+def test_closing_mid_response_ends_it_closed_early(instrument: Callable[..., Captured], server: Any) -> None:
+    captured = instrument()
+    client = openai.OpenAI(base_url=server.base_url, websocket_base_url=ws_url(server), api_key="sk-test")
+    with client.realtime.connect(
+        model=MODEL, extra_headers={"x-fake-chunks": "30", "x-fake-chunk-delay-ms": "10"}
+    ) as connection:
+        connection.send({"type": "response.create"})
+        for event in connection:
+            if event.type == "response.output_audio.delta":
+                break
+    [turn] = _turns(captured)
+    assert attrs(turn)["openai_latency.stream.end_state"] == "closed_early"
+    # the handshake's span (an SDK that connects without _connect_ws, openai 1.x, makes none)
+    assert [s.name for s in captured.spans()].count("openai.websocket.connect") <= 1
