@@ -14,9 +14,10 @@ target::
 See :mod:`openai_latency.fake_server.script` for the script keys.
 """
 
+from .errors import ERRORS
 from .payloads import Canned
 from .records import RequestRecord
-from .script import DEFAULT_RATE_LIMITS, ERRORS, SCRIPT_KEYS, ScriptError
+from .script import DEFAULT_RATE_LIMITS, SCRIPT_KEYS, ScriptError
 from .server import FakeServer, SpawnedServer
 
 __all__ = [

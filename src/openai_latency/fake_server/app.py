@@ -23,12 +23,13 @@ from typing import Any, Final
 from . import payloads, respond, server_account, stream_engine
 from .capacity import Capacity
 from .endpoints import ENDPOINTS, Call, route
+from .errors import ErrorSpec, error_for_status
 from .exchange import Request, ResponseWriter, ServerConnection
 from .payloads import JSON
 from .prefix_cache import PrefixCache
 from .protocol import AlpnSwitch, Connection
 from .records import Outcome, RecordLog, RequestRecord
-from .script import ErrorSpec, Script, ScriptError, error_for_status, normalize_defaults, parse_script
+from .script import Script, ScriptError, normalize_defaults, parse_script
 from .server_spans import ServerSpans
 
 try:  # HTTP/2 needs the optional ``h2`` package

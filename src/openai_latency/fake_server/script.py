@@ -127,10 +127,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from .errors import ERRORS, ErrorSpec, error_for_status
+from .errors import ERRORS, ErrorSpec
 from .tokens import TOKENIZERS, Tokenizer
-
-__all__ = ["ERRORS", "ErrorSpec", "error_for_status"]
 
 HEADER_PREFIX: Final = "x-fake-"
 

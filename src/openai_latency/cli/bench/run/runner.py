@@ -7,9 +7,7 @@ notes the arrival time of each content chunk, for the inter-chunk gap distributi
 - Closed loop: ``concurrency`` workers take the next request from one shared schedule, so exactly
   that many requests are in flight.
 - Open loop: arrivals at ``rate`` per target (constant spacing, or exponential gaps with
-  ``poisson``), at most ``concurrency`` in flight (an arrival that finds no free slot waits). Each
-  arrival's start against its due time is kept (:mod:`.arrivals`): a late one, whether the cap or a
-  busy loop held it up, means the load was lighter than asked.
+  ``poisson``), at most ``concurrency`` in flight; each start against its due time (:mod:`.arrivals`).
 - Targets are interleaved request by request (round-robin on the shared schedule) unless
   ``sequential``: then each target runs the whole load on its own, one after another.
 """
@@ -397,7 +395,6 @@ class Runner:
             rng = random.Random(self.seed + part)
             offset = 0.0 if load.poisson else part / rate  # constant spacing: the workers take turns
             cap = share(load.concurrency, parts, part)
-            arrivals = await open_loop(
-                order, rate / parts, load.poisson, rng, cap, send, deadline, offset, origin
-            )
+            shape = (rate / parts, load.poisson, rng, cap)
+            arrivals = await open_loop(order, *shape, send, deadline, offset, origin)
             self.state.arrivals.setdefault(load.label, Arrivals()).merge(arrivals)
