@@ -94,15 +94,8 @@ class StreamStats:
     reads: int = 0
     """Reads of the body so far (:mod:`.hooks.reads`); 0 when they could not be counted."""
     read_ns: int = 0
-    """When the latest read of the body returned (:mod:`.hooks.reads`): its chunks had arrived by then."""
-    read_arrival_ns: int = 0
-    """When the bytes of the latest async read reached the process, stamped by the event loop
-    (:mod:`.hooks.arrival_stamps`); 0: not stamped."""
-    read_doubt_ns: int = 0
-    """How long before ``read_arrival_ns`` those bytes may have come: the transport's pause before that
-    read (:mod:`.hooks.reads`)."""
-    last_arrival_ns: int = 0
-    """``read_arrival_ns`` at the previous chunk: the same stamp means the same read."""
+    """When the bytes of the latest read of the body had reached the process (:mod:`.hooks.reads`): the
+    event loop's stamp of them (:mod:`.hooks.arrival_stamps`), else when the read returned."""
     first_token_read: int = 0
     """``reads`` when the first token chunk was handed over: the read that brought it."""
     burst: int = 0

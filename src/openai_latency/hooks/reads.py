@@ -11,9 +11,10 @@ so the client's CPU speed or starvation cannot change the answer (:mod:`.streams
 Each read also takes the time it returned (``st.read_ns``): its bytes had arrived by then, and the
 chunks it completed are handed over only after the SDK parsed the ones before them, so the read's
 time is the tighter upper bound of their arrival, one the client's parsing speed does not move.
-An async read on anyio's asyncio streams also takes the arrival of its bytes where the event loop
-stamped them (:mod:`.arrival_stamps`, ``st.read_arrival_ns``): a busy loop returns the read a whole
-iteration of other tasks' work later, and that lag grows along a stream when the loop is saturated.
+An async read on anyio's asyncio streams takes the arrival of its bytes where the event loop stamped
+them instead (:mod:`.arrival_stamps`): a busy loop returns the read a whole iteration of other tasks'
+work later, and that lag grows along a stream when the loop is saturated. Either is an upper bound
+of the arrival, and the chunk loop's doubt (the caller's own time) applies to both alike.
 
 The cost is an integer increment and a clock read per read, and the iterator is the SDK's own: what
 it yields and raises, and when it is closed, are unchanged.
@@ -74,21 +75,9 @@ def _stamped_counter(
     read: Callable[..., AsyncIterator[bytes]], st: StreamStats, protocol: Any
 ) -> Callable[..., AsyncIterator[bytes]]:
     async def aiter_bytes(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
-        # Between two reads anyio pauses the transport: bytes that came then waited in the socket
-        # and are stamped when the next read resumes it. That pause (the parse of the previous
-        # read's events and the caller's own time) is how early they may have come: the read's doubt.
-        reads = read(*args, **kwargs).__aiter__()
-        returned = clock()
-        while True:
-            asked = clock()
-            try:
-                chunk = await reads.__anext__()
-            except StopAsyncIteration:
-                return
+        async for chunk in read(*args, **kwargs):
             st.reads += 1
-            st.read_arrival_ns = arrival_stamps.consumed_ns(protocol)
-            st.read_doubt_ns = asked - returned  # the pause since the previous read returned
-            st.read_ns = returned = clock()
+            st.read_ns = arrival_stamps.consumed_ns(protocol) or clock()
             yield chunk
 
     return aiter_bytes

@@ -221,23 +221,22 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.wait_ns += wait
     index = st.chunks
     st.chunks = index + 1
+    # the earliest the process had its bytes: the event loop's stamp, else the read's return
+    # (:mod:`.reads`), never before the headers' mark; without reads counted, the hand-over
+    mark = max(st.read_ns, op.timeline.headers_ns) if st.read_ns else t1
     gap = 0
-    if st.read_arrival_ns:  # the event loop stamped the read's bytes (:mod:`.arrival_stamps`)
-        mark, gap = _stamped(op, st, index, wait > BLOCKED_NS)
-    else:
-        mark = st.read_ns or t1  # the read that completed it returned then (:mod:`.reads`)
-        if wait > BLOCKED_NS:
-            st.doubt_ns = 0
-            if index == 0:
-                st.first_chunk_ns = mark
-            else:
-                gap = mark - st.last_mark_ns
-                _add_gap(st, gap)
-        elif index == 0:  # it waited while the caller was elsewhere (that time is in doubt_ns already)
-            st.first_chunk_ns = mark - st.consumer_ns
+    if wait > BLOCKED_NS:
+        st.doubt_ns = 0
+        if index == 0:
+            st.first_chunk_ns = mark
         else:
-            st.buffered_chunks += 1
-            st.doubt_ns += t0 - st.last_activity_ns
+            gap = mark - st.last_mark_ns
+            _add_gap(st, gap)
+    elif index == 0:  # it waited while the caller was elsewhere (that time is in doubt_ns already)
+        st.first_chunk_ns = mark - st.consumer_ns
+    else:
+        st.buffered_chunks += 1
+        st.doubt_ns += t0 - st.last_activity_ns
     st.last_activity_ns = t1
     st.last_mark_ns = mark
     channel = observe(st, item)
@@ -254,31 +253,6 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     st.token_chunks += 1
     st.last_token_ns = mark
     st.last_token_doubt_ns = st.doubt_ns
-
-
-def _stamped(op: Operation, st: StreamStats, index: int, blocked: bool) -> tuple[int, int]:
-    """(arrival, gap) of a chunk whose read the event loop stamped (:mod:`.arrival_stamps`). The stamp,
-    never before the response headers' mark, is its arrival, sure up to the read's doubt (the
-    transport's pause before it; the first read's adds the caller's time before the first ``next``,
-    unless that ``next`` blocked: then the bytes were not there yet). A new read's stamp minus the
-    previous read's is an observed gap when that doubt is small; a chunk of the same read as the one
-    before came with it (buffered, no gap)."""
-    stamp = st.read_arrival_ns
-    headers_ns = op.timeline.headers_ns
-    mark = max(stamp, headers_ns)
-    gap = 0
-    if index == 0:
-        st.doubt_ns = st.read_doubt_ns + (0 if blocked else st.doubt_ns)
-        st.first_chunk_ns = mark
-    elif stamp == st.last_arrival_ns:
-        st.buffered_chunks += 1
-    else:
-        st.doubt_ns = st.read_doubt_ns
-        if st.doubt_ns <= BLOCKED_NS:
-            gap = mark - max(st.last_arrival_ns, headers_ns)
-            _add_gap(st, gap)
-    st.last_arrival_ns = stamp
-    return mark, gap
 
 
 def _add_gap(st: StreamStats, gap: int) -> None:
