@@ -2,8 +2,8 @@
 #   make demo   the embedded demo: three fake endpoints (one a reasoning model) benchmarked side by side (bench, triage, waterfall)
 #   make check  what CI runs (.ci/run): make test, then make stack-test; fails if either failed
 # Its parts:
-#   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the
-#               observability-stack checks, the openai SDK's own tests instrumented, and the built
+#   make test   lint, the test suite on openai 3.x / 2.x / 1.x and legacy httpx, the tests
+#               marked slow (make slow-test), the observability-stack checks, the openai SDK's own tests instrumented, and the built
 #               wheel installed into a fresh virtual environment (no Go), and a real agent (the
 #               OpenAI Agents SDK, the agent extra: make agent-test)
 # and, with Go >= 1.24.6 (CI runs it after `make test`, see .ci/run):
@@ -23,7 +23,7 @@ DEMO_STAMP := $(VENV)/.demo-installed
 REALSERVER_STAMP := $(VENV)/.realserver-installed
 AGENT_STAMP := $(VENV)/.agent-installed
 
-.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test realserver-build realserver-test agent-test dist dist-check clean
+.PHONY: demo check test lint unit matrix peer stack-tools browser stack-build stack-test realserver-build realserver-test slow-test agent-test dist dist-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,11 @@ $(AGENT_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint,dist,agent]"
 	touch $(AGENT_STAMP)
 
+# The tests marked slow (load, starvation, whole demo runs), left out of the 5-minute suite: once,
+# on the newest openai
+slow-test: $(STAMP)
+	bash scripts/pytest.sh $(PY) --slow-suite
+
 # tests/agent: a real agent (the OpenAI Agents SDK, the agent extra) against the fake server; the
 # suite skips it where the extra is not installed
 agent-test: $(AGENT_STAMP)
@@ -93,7 +98,7 @@ agent-test: $(AGENT_STAMP)
 
 # -k: every part runs and reports, and the target fails if any did
 test:
-	$(MAKE) -k lint matrix peer dist-check agent-test
+	$(MAKE) -k lint matrix slow-test peer dist-check agent-test
 
 # Every part always runs; the target fails if any failed.
 check:

@@ -31,6 +31,12 @@ run on every leg: bench and report end to end through each SDK generation."""
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--slow-suite",
+        action="store_true",
+        help="run only the tests marked slow (make slow-test); without it they are left out, so that one"
+        " run of the suite stays under 5 minutes on 2 cores",
+    )
+    parser.addoption(
         "--sdk-leg",
         choices=("primary", "secondary"),
         default="primary",
@@ -41,17 +47,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "every_sdk: run on every SDK leg of the matrix, not only the primary")
+    config.addinivalue_line(
+        "markers", "slow: long by design (load, starvation, whole runs); its own run: make slow-test"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--sdk-leg") != "secondary":
-        return
     here = os.path.dirname(__file__)
+    slow_suite = config.getoption("--slow-suite")
+    secondary = config.getoption("--sdk-leg") == "secondary"
     kept, left_out = [], []
     for item in items:
         top = os.path.relpath(str(item.path), here).split(os.sep)[0]
         primary_only = top in PRIMARY_ONLY and item.get_closest_marker("every_sdk") is None
-        (left_out if primary_only else kept).append(item)
+        slow = item.get_closest_marker("slow") is not None
+        leave = slow != slow_suite or (secondary and primary_only)
+        (left_out if leave else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept

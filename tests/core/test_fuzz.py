@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from openai_latency import OpenAILatencyInstrumentor
@@ -32,6 +33,7 @@ EXAMPLES = 60
         HealthCheck.data_too_large,
     ],
 )
+@pytest.mark.slow
 @given(case=fuzz_cases.cases())
 def test_random_shapes_change_nothing_for_the_caller(
     instrument: Callable[..., Captured], server: FakeServer, case: fuzz_cases.Case

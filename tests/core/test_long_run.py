@@ -26,6 +26,7 @@ def tracing() -> Iterator[None]:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_tracked_state_stays_flat(tracing: None) -> None:
     with memory_harness.harness() as h:
         memory_harness.calls(h, WARM_CALLS)

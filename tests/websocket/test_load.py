@@ -80,6 +80,7 @@ LONG_TURNS = 10_000 if os.environ.get("OPENAI_LATENCY_WS_LONG") else 600
 machine), 600 in the suite."""
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_over_many_turns(timing_server: Any) -> None:
     instrumentor = OpenAILatencyInstrumentor()
     if instrumentor.is_instrumented_by_opentelemetry:

@@ -97,6 +97,7 @@ def test_open_loop_rate_arrives_at_the_server_at_that_rate() -> None:
         assert rate == pytest.approx(10.0, rel=0.10)
 
 
+@pytest.mark.slow
 def test_poisson_arrivals_have_exponential_gaps() -> None:
     from scipy import stats
 

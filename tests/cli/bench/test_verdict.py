@@ -49,6 +49,7 @@ def _bench_logged(
     return verdict, "\n".join(verdict["sentences"]), logged
 
 
+@pytest.mark.slow
 def test_a_429_on_every_5th_request_makes_p95_slower_and_p50_equal() -> None:
     verdict, text = _bench(
         {"delay-ms": 50, **STREAM}, {"delay-ms": 50, **STREAM, "every": "5:fail-attempts=1"}
@@ -78,6 +79,7 @@ def test_two_identical_servers_give_no_difference_detectable() -> None:
     )
 
 
+@pytest.mark.slow
 def test_50_vs_250_ms_is_ranked_with_the_interval_containing_200_ms() -> None:
     verdict, text, (fast, slow) = _bench_logged(
         {"delay-ms": 50, **STREAM}, {"delay-ms": 250, **STREAM}, "--baseline", "b"

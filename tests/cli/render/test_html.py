@@ -91,6 +91,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield folder
 
 
+@pytest.mark.slow
 def test_bench_html_loads_offline_and_draws_every_chart(run: Path) -> None:
     page = run / "bench.html"
     shot = run / "bench.png"
@@ -110,6 +111,7 @@ def test_bench_html_loads_offline_and_draws_every_chart(run: Path) -> None:
     assert len(colors) > 50 and ink > 0.05 * 260 * 580, (len(colors), ink)
 
 
+@pytest.mark.slow
 def test_report_and_compare_html(run: Path) -> None:
     spans = str(run / "spans.jsonl")
     # a folder per page: each browser's profile is made next to its page
@@ -134,6 +136,7 @@ def test_report_and_compare_html(run: Path) -> None:
         assert f'"name": "{group} baseline"' in text and f'"name": "{group} current"' in text, group
 
 
+@pytest.mark.slow
 def test_a_sweep_page_marks_the_knee(tmp_path: Path) -> None:
     """``--sweep --html``: the chart of latency and throughput against load has a line at the knee's
     level, labelled with it, and says how the knee was found; checked in the figure and as drawn."""

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.cli_runs import COMMAND, Result, run_cli, servers
@@ -83,6 +84,7 @@ def _timed(args: list[str]) -> tuple[Result, float]:
     return result, time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_demo_in_under_30_s_shows_percentiles_triage_a_waterfall_and_trees(tmp_path: Path) -> None:
     """The plain demo and ``demo --trees``, side by side (each mostly waits on its fake servers)."""
     out, trees_out = tmp_path / "demo.jsonl", tmp_path / "trees.jsonl"
