@@ -10,27 +10,41 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
-def cpu_burner(switch_interval: float) -> Iterator[None]:
+def _running(step: Callable[[threading.Event], bool]) -> Iterator[None]:
+    """A daemon thread that calls ``step(stop)`` until it returns False, stopped and joined at exit."""
     stop = threading.Event()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(switch_interval)
 
-    def burn() -> None:
-        while not stop.is_set():
-            sum(range(1000))
+    def loop() -> None:
+        while step(stop):
+            pass
 
-    thread = threading.Thread(target=burn, daemon=True)
+    thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:
         yield
     finally:
         stop.set()
         thread.join()
+
+
+@contextmanager
+def cpu_burner(switch_interval: float) -> Iterator[None]:
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval)
+
+    def burn(stop: threading.Event) -> bool:
+        sum(range(1000))
+        return not stop.is_set()
+
+    try:
+        with _running(burn):
+            yield
+    finally:
         sys.setswitchinterval(interval)
 
 
@@ -49,16 +63,12 @@ def gil_holder(hold_s: float = 0.04, pause_s: float = 0.02) -> Iterator[None]:
             break
         size *= 4
     size = int(size * hold_s / took)
-    stop = threading.Event()
 
-    def hold() -> None:
-        while not stop.wait(pause_s):
-            sum(range(size))
+    def hold(stop: threading.Event) -> bool:
+        if stop.wait(pause_s):
+            return False
+        sum(range(size))
+        return True
 
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    try:
+    with _running(hold):
         yield
-    finally:
-        stop.set()
-        thread.join()
