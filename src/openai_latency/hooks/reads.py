@@ -32,10 +32,11 @@ from . import arrival_stamps
 
 
 @guarded()
-def count_reads(response: Any, st: StreamStats, is_async: bool) -> None:
+def count_reads(response: Any, st: StreamStats, is_async: bool, headers_ns: int = 0) -> None:
     """Counts the reads of ``response``'s body into ``st.reads``: the response's ``iter_bytes`` (or
     ``aiter_bytes``) is shadowed on the instance alone, before the SDK's generator first asks for it.
-    A response without that method (not httpx's) is left alone: ``st.reads`` then stays 0."""
+    A response without that method (not httpx's) is left alone: ``st.reads`` then stays 0. An async
+    read stamped by the event loop is never put before ``headers_ns``, the response headers' mark."""
     name = "aiter_bytes" if is_async else "iter_bytes"
     read: Callable[..., Any] | None = getattr(response, name, None)
     if read is None:
@@ -43,7 +44,10 @@ def count_reads(response: Any, st: StreamStats, is_async: bool) -> None:
     counted: Callable[..., Any]
     if is_async:
         protocol = arrival_stamps.protocol_of(response)
-        counted = _async_counter(read, st) if protocol is None else _stamped_counter(read, st, protocol)
+        if protocol is None:
+            counted = _async_counter(read, st)
+        else:
+            counted = _stamped_counter(read, st, protocol, headers_ns)
     else:
         counted = _counter(read, st)
     setattr(response, name, counted)
@@ -72,12 +76,14 @@ def _async_counter(
 
 
 def _stamped_counter(
-    read: Callable[..., AsyncIterator[bytes]], st: StreamStats, protocol: Any
+    read: Callable[..., AsyncIterator[bytes]], st: StreamStats, protocol: Any, headers_ns: int
 ) -> Callable[..., AsyncIterator[bytes]]:
     async def aiter_bytes(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
         async for chunk in read(*args, **kwargs):
             st.reads += 1
-            st.read_ns = arrival_stamps.consumed_ns(protocol) or clock()
+            # bytes that came with the headers' segment carry its stamp: never before the headers' mark
+            stamp = arrival_stamps.consumed_ns(protocol)
+            st.read_ns = max(stamp, headers_ns) if stamp else clock()
             yield chunk
 
     return aiter_bytes

@@ -323,7 +323,7 @@ class Hooks:
         op = _stream_operation(instance) if self._active else None
         if op is None:
             return generator
-        count_reads(instance.response, op.stream, True)
+        count_reads(instance.response, op.stream, True, op.timeline.headers_ns)
         return traced_async_stream(generator, op)
 
     def close(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:

@@ -222,8 +222,8 @@ def _on_chunk(op: Operation, observe: Observer, item: Any, t0: int, t1: int) -> 
     index = st.chunks
     st.chunks = index + 1
     # the earliest the process had its bytes: the event loop's stamp, else the read's return
-    # (:mod:`.reads`), never before the headers' mark; without reads counted, the hand-over
-    mark = max(st.read_ns, op.timeline.headers_ns) if st.read_ns else t1
+    # (:mod:`.reads`); without reads counted, the hand-over
+    mark = st.read_ns or t1
     gap = 0
     if wait > BLOCKED_NS:
         st.doubt_ns = 0
