@@ -311,3 +311,12 @@ def start_loadgen(stack: Stack, name: str, target: str, rps: float, duration: fl
         str(seed),
     ]
     return stack.start(name, argv, env={"PYTHONPATH": str(ROOT)})
+
+
+def start_traces(
+    stack: Stack, binaries: Binaries, out_dir: Path, config: Path = ROOT / "collector" / "otelcol.yaml"
+) -> tuple[Jaeger, Collector]:
+    """Jaeger, and the collector (the project's config unless ``config``) sending its traces there."""
+    jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
+    collector = start_collector(stack, "collector", binaries.otelcol, config, out_dir, jaeger.otlp_target)
+    return jaeger, collector

@@ -28,7 +28,7 @@ from openai_latency.fake_server.cli import build_parser
 from tests.e2e.processes import http_get
 
 from .apis import JaegerApi, Trace, get_json
-from .components import Binaries, compose_service, start_backend, start_collector, start_jaeger
+from .components import Binaries, compose_service, start_backend, start_traces
 from .procs import ROOT, Stack, http_ok, wait_until
 
 SERVICE = "example-backend"
@@ -216,15 +216,7 @@ def complete(trace: Trace | None, call: Call) -> bool:
 @pytest.fixture(scope="module")
 def searched(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
     with Stack(module_dir) as stack:
-        jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
-        collector = start_collector(
-            stack,
-            "collector",
-            binaries.otelcol,
-            ROOT / "collector" / "otelcol.yaml",
-            module_dir / "otlp",
-            jaeger.otlp_target,
-        )
+        jaeger, collector = start_traces(stack, binaries, module_dir / "otlp")
         port = start_fake_llm_on_its_default_port(stack)
         backend = start_backend(stack, "example", collector.otlp_endpoint, f"http://127.0.0.1:{port}/v1")
         run = Run(JaegerApi(jaeger.url), {c.name: ask(backend.port, c) for c in CALLS}, port)

@@ -31,11 +31,10 @@ from .components import (
     Collector,
     restart_collector,
     start_backend,
-    start_collector,
     start_fake_llm,
-    start_jaeger,
     start_loadgen,
     start_prometheus,
+    start_traces,
 )
 from .procs import ROOT, Stack, wait_until
 
@@ -88,10 +87,7 @@ def poll_dashboard(prom: PrometheusApi, queries: list[PanelQuery], run: Run, unt
 @pytest.fixture(scope="module")
 def single(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
     with Stack(module_dir) as stack:
-        jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
-        collector = start_collector(
-            stack, "collector", binaries.otelcol, CONFIG, module_dir / "otlp", jaeger.otlp_target
-        )
+        jaeger, collector = start_traces(stack, binaries, module_dir / "otlp", CONFIG)
         prom = start_prometheus(
             stack,
             "prometheus",

@@ -29,8 +29,8 @@ from openai_latency.fake_server.records import RequestRecord
 from tests.e2e.processes import free_port, http_get
 
 from .apis import JaegerApi, Trace, get_json
-from .components import Binaries, compose_service, start_backend, start_collector, start_jaeger
-from .procs import ROOT, Stack, http_ok, wait_until
+from .components import Binaries, compose_service, start_backend, start_traces
+from .procs import Stack, http_ok, wait_until
 
 SERVICE = "example-backend"
 #: queue (delay-ms), prefill (ttft-ms), decode (8 chunks, 7 gaps of chunk-delay-ms)
@@ -73,11 +73,7 @@ def _complete(trace: Trace | None, root: str, calls: int, server_spans: bool) ->
 @pytest.fixture(scope="module")
 def turned(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
     with Stack(module_dir) as stack:
-        jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
-        collector = start_collector(
-            stack, "collector", binaries.otelcol, ROOT / "collector" / "otelcol.yaml",
-            module_dir / "otlp", jaeger.otlp_target,
-        )  # fmt: skip
+        jaeger, collector = start_traces(stack, binaries, module_dir / "otlp")
         port = free_port()
         command = list(compose_service("fake-llm")["command"])
         command[0] = sys.executable

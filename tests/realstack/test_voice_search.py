@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from .apis import JaegerApi, Trace, get_json
-from .components import Binaries, start_collector, start_fake_llm, start_jaeger
+from .components import Binaries, start_fake_llm, start_traces
 from .procs import ROOT, Stack, wait_until
 from .test_jaeger_search import STACK_DOC, Search, found
 from .voice_session import MODEL, SERVICE, SESSIONS, SLOW_MS, TURN
@@ -87,15 +87,7 @@ class Sessions:
 @pytest.fixture(scope="module")
 def sessions(binaries: Binaries, module_dir: Path) -> Iterator[Sessions]:
     with Stack(module_dir) as stack:
-        jaeger = start_jaeger(stack, "jaeger", binaries.jaeger)
-        collector = start_collector(
-            stack,
-            "collector",
-            binaries.otelcol,
-            ROOT / "collector" / "otelcol.yaml",
-            module_dir / "otlp",
-            jaeger.otlp_target,
-        )
+        jaeger, collector = start_traces(stack, binaries, module_dir / "otlp")
         _, base_url = start_fake_llm(stack, "fake-llm")
         otlp = collector.otlp_endpoint
         argv = ["-m", "tests.realstack.voice_session", "--otlp", otlp, "--base-url", base_url]
