@@ -122,17 +122,24 @@ class Shared:
         return None if text is None else self.texts.setdefault(text, text)
 
 
+def phases_of(attributes: dict[str, Any]) -> dict[str, float]:
+    """An operation span's phases from its ``openai_latency.phase.*`` attributes, seconds by name."""
+    phases: dict[str, float] = {}
+    for key, value in attributes.items():
+        # ``in`` first: the same answer, and str.startswith's argument parsing cost 2 % of a read
+        if PHASE_PREFIX in key and key.startswith(PHASE_PREFIX):
+            number = finite(value)
+            if number is not None:
+                phases[key[_PREFIX_LENGTH:]] = number
+    return phases
+
+
 def new_call(span: Span, shared: Shared, attribute_phases: bool = True) -> Call:
     """The call of an operation span from its own attributes; phases from its ``openai_latency.phase.*``
     attributes when ``attribute_phases`` (replaced by its phase spans when they are found)."""
     attributes = span.attributes
     get = attributes.get
-    phases: dict[str, float] = {}
-    for key in attributes if attribute_phases else ():
-        if key.startswith(PHASE_PREFIX):
-            number = finite(attributes[key])
-            if number is not None:
-                phases[key[_PREFIX_LENGTH:]] = number
+    phases = phases_of(attributes) if attribute_phases else {}
     raw = (
         get(names.SERVER_ADDRESS),
         get(names.SERVER_PORT),

@@ -1,10 +1,13 @@
 """The OTLP JSON reader's fast path when msgspec is installed (the ``cli`` extra): a line -> spans.
 
 Each line is decoded straight into typed structs that hold only what a span needs (no dict per
-attribute, unknown fields skipped inside the parser), then into :class:`Span`. A line of any other
-shape (not JSON, a list, snake_case keys, base64 ids, no spans, a span without ids or with end before
-start) returns None and is read by the general reader, so both paths give the same spans and the
-same counts.
+attribute, unknown fields skipped inside the parser), then into :class:`Span`. The structs are not
+tracked by the cyclic garbage collector (``gc=False``: they hold no cycles), and the decoder is lax
+(``strict=False``): OTLP JSON's integers written as strings (times, ``intValue``) and doubles
+written as ``"NaN"``/``"Infinity"`` are parsed in C. A line of any other shape (not JSON, a list,
+snake_case keys, base64 ids, no spans, a span without ids or with end before start, a string that
+is no number, a ``kvlistValue`` or ``bytesValue``) returns None and is read by the general reader,
+so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
 """
 
 from __future__ import annotations
@@ -13,59 +16,60 @@ from typing import Any
 
 import msgspec
 
-from .decode import any_value, double
+from .decode import any_value
 from .names import SERVICE_NAME
 from .span import Span
 
 
-class _AnyValue(msgspec.Struct):
+class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """The values spans carry; a line with a ``kvlistValue`` or ``bytesValue`` (rare: fewer fields
+    to fill in for every value) fails here and goes to the general reader."""
+
     stringValue: str | None = None
     boolValue: bool | None = None
-    intValue: int | str | None = None
-    doubleValue: float | str | None = None
+    intValue: int | None = None
+    doubleValue: float | None = None
     arrayValue: Any = None
-    kvlistValue: Any = None
-    bytesValue: str | None = None
 
 
-class _KeyValue(msgspec.Struct):
+class _KeyValue(msgspec.Struct, gc=False):
     key: str | None = None
     value: _AnyValue | None = None
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, gc=False):
     code: int | str | None = None
 
 
-class _Span(msgspec.Struct):
+class _Span(msgspec.Struct, gc=False):
     traceId: str = ""
     spanId: str = ""
     parentSpanId: str = ""
     name: str = ""
-    startTimeUnixNano: int | str | None = None
-    endTimeUnixNano: int | str | None = None
+    startTimeUnixNano: int | None = None
+    endTimeUnixNano: int | None = None
     attributes: list[_KeyValue] = []
     status: _Status | None = None
 
 
-class _ScopeSpans(msgspec.Struct):
+class _ScopeSpans(msgspec.Struct, gc=False):
     spans: list[_Span] = []
 
 
-class _Resource(msgspec.Struct):
+class _Resource(msgspec.Struct, gc=False):
     attributes: list[_KeyValue] = []
 
 
-class _ResourceSpans(msgspec.Struct):
+class _ResourceSpans(msgspec.Struct, gc=False):
     resource: _Resource | None = None
     scopeSpans: list[_ScopeSpans] = []
 
 
-class _Request(msgspec.Struct):
+class _Request(msgspec.Struct, gc=False):
     resourceSpans: list[_ResourceSpans] | None = None
 
 
-_decode = msgspec.json.Decoder(_Request).decode
+_decode = msgspec.json.Decoder(_Request, strict=False).decode
 
 
 def decode_line(line: bytes) -> list[Span] | None:
@@ -90,11 +94,8 @@ def decode_line(line: bytes) -> list[Span] | None:
                 trace_id, span_id, parent = raw.traceId, raw.spanId, raw.parentSpanId
                 if len(trace_id) != 32 or len(span_id) != 16 or (parent and len(parent) != 16):
                     return None
-                try:
-                    start, end = int(raw.startTimeUnixNano), int(raw.endTimeUnixNano)  # type: ignore[arg-type]
-                except (TypeError, ValueError):
-                    return None
-                if end < start:
+                start, end = raw.startTimeUnixNano, raw.endTimeUnixNano
+                if start is None or end is None or end < start:
                     return None
                 attributes: dict[str, Any] = {}
                 for item in raw.attributes:
@@ -114,14 +115,11 @@ def decode_line(line: bytes) -> list[Span] | None:
                         attributes[key] = flag
                         continue
                     whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
-                    if whole is None:
-                        number = value.doubleValue  # the phases' seconds
-                        attributes[key] = number if number.__class__ is float else _value(value)
+                    if whole is not None:
+                        attributes[key] = whole
                         continue
-                    try:
-                        attributes[key] = int(whole)
-                    except ValueError:
-                        attributes[key] = None
+                    number = value.doubleValue  # the phases' seconds
+                    attributes[key] = number if number is not None else _value(value)
                 code = raw.status.code if raw.status is not None else None
                 append(
                     Span(
@@ -148,16 +146,9 @@ def _value(value: _AnyValue | None) -> Any:
     if value.boolValue is not None:
         return value.boolValue
     if value.intValue is not None:
-        try:
-            return int(value.intValue)
-        except ValueError:
-            return None
+        return value.intValue
     if value.doubleValue is not None:
-        return double(value.doubleValue)
+        return value.doubleValue
     if value.arrayValue is not None:
         return any_value({"arrayValue": value.arrayValue})
-    if value.kvlistValue is not None:
-        return any_value({"kvlistValue": value.kvlistValue})
-    if value.bytesValue is not None:
-        return value.bytesValue
     return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import names
-from .calls import Shared, finite, is_operation
+from .calls import Shared, is_operation, phases_of
 from .span import Span
 
 #: Spans read after a trace's root before the trace is handed on.
@@ -76,9 +76,6 @@ class CallFacts:
     output_tokens: int | None
 
 
-_PHASE_PREFIX_LENGTH: Final = len(names.PHASE_PREFIX)
-
-
 def _count(value: Any) -> int | None:
     if value.__class__ is int:
         return int(value)
@@ -92,12 +89,7 @@ def call_facts(span: Span, shared: Shared) -> CallFacts:
     its phase spans when they come)."""
     attributes = span.attributes
     get = attributes.get
-    phases: dict[str, float] = {}
-    prefix = names.PHASE_PREFIX
-    for key in [key for key in attributes if key.startswith(prefix)]:
-        number = finite(attributes[key])
-        if number is not None:
-            phases[key[_PHASE_PREFIX_LENGTH:]] = number
+    phases = phases_of(attributes)
     error = get(names.ERROR_TYPE)
     if error is None and span.status_error:
         error = "_OTHER"
