@@ -11,6 +11,8 @@
 #
 # Usage: scripts/test-matrix.sh [leg ...] [-- extra pytest args]
 #   PYTHON=python3.11 picks the interpreter for new environments (default: python3).
+#   REPEAT=20 runs each leg's pytest 20 times in a row and prints, per test, how many runs it
+#   passed (flake hunting: REPEAT=20 scripts/test-matrix.sh openai1 -- tests/core/test_x.py::test_y).
 # Exits non-zero when any leg fails, including pytest exit 5 (no tests collected).
 set -uo pipefail
 
@@ -66,6 +68,20 @@ setup() {  # setup LEG: create or refresh the leg's environment; output goes to 
     fi
 }
 
+repeat() {  # repeat LEG PY: REPEAT runs of the leg's pytest; per test "passed/runs"; non-zero if any failed
+    local leg=$1 py=$2 log=$ROOT/$1.repeat.log rc=0 run
+    : >"$log"
+    for ((run = 1; run <= REPEAT; run++)); do
+        # shellcheck disable=SC2086
+        "$py" -m pytest -q -rA -p no:cacheprovider ${PYTEST_ARGS[$leg]-} "${extra[@]}" >>"$log" 2>&1 || rc=1
+    done
+    grep -E '^(PASSED|FAILED|ERROR) ' "$log" | awk -v runs="$REPEAT" '
+        { test = $2; seen[test] = 1; if ($1 == "PASSED") passed[test]++ }
+        END { for (test in seen) printf "   %d/%d  %s\n", passed[test], runs, test }' | sort -k2
+    grep -E '^(FAILED|ERROR) ' "$log" | sort | uniq -c | sed 's/^/   failures: /'
+    return $rc
+}
+
 # Environments are built in parallel (network/disk bound); tests run one leg at a time, since
 # the timing tests compare against the fake server's clock and want the CPU.
 declare -A PIDS
@@ -99,9 +115,14 @@ EOF
 )
     echo "== $leg: $versions"
     leg_start=$SECONDS
-    # shellcheck disable=SC2086
-    "$py" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS[$leg]-} "${extra[@]}"
-    rc=$?
+    if ((${REPEAT:-1} > 1)); then
+        repeat "$leg" "$py"
+        rc=$?
+    else
+        # shellcheck disable=SC2086
+        "$py" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS[$leg]-} "${extra[@]}"
+        rc=$?
+    fi
     echo "== $leg: pytest exit $rc after $((SECONDS - leg_start)) s"
     ((rc == 0)) || failed+=("$leg(pytest exit $rc)")
 done
