@@ -1,7 +1,8 @@
-"""Example FastAPI backend that calls an OpenAI-compatible server through the openai SDK.
+"""Example FastAPI backend: one small agent turn per request, through the openai SDK.
 
-Run it under auto-instrumentation so one trace shows the HTTP server span (FastAPI), the
-``chat {model}`` operation span and its phases (openai-latency)::
+Run it under auto-instrumentation so one trace shows the whole turn: the HTTP server span (FastAPI),
+two ``chat {model}`` operation spans and their phases (openai-latency), the tool and the database
+query (this app's own spans)::
 
     OPENAI_BASE_URL=http://127.0.0.1:8418/v1 OPENAI_API_KEY=sk-fake \\
     OTEL_SERVICE_NAME=example-backend \\
@@ -9,19 +10,21 @@ Run it under auto-instrumentation so one trace shows the HTTP server span (FastA
 
 Endpoints:
 
-- ``GET|POST /ask?q=...&model=...&stream=true|false``: one chat completion. With ``stream=true``
-  the answer is streamed back to the caller as plain text while it arrives.
-- ``GET /turn?q=...&model=...&stream=...&tool_ms=...&db_ms=...``: a small agent turn: a planning
-  call, a tool (``execute_tool search_documents``, ``tool_ms`` long), a database query (``SELECT
-  documents`` on an in-memory SQLite, ``db_ms`` long), then the answer as ``/ask`` gives it.
-  ``openai-latency report --by trace`` tells where its time went.
+- ``GET|POST /ask?q=...&model=...&stream=true|false&tool_ms=...&db_ms=...``: one turn. A planning
+  call offers the model the ``search_documents`` tool and asks it for a search; the tool runs
+  (span ``execute_tool search_documents``: a search service's time, ``tool_ms``, default 120); the
+  documents it found are loaded from the database (span ``SELECT documents``: a query on an
+  in-memory SQLite and ``db_ms`` more, a database across the network, default 30); then the answer
+  call, given the tool's result. With ``stream=true`` the answer is streamed back to the caller as
+  plain text while it arrives. ``openai-latency report --by trace`` tells where the turn's time went.
 - ``GET /healthz``: liveness, does not call the model.
 
-Any request header starting with ``x-fake-`` is forwarded to the LLM server unchanged: against
-the fake server (``python -m openai_latency.fake_server``) this scripts the latency and failures
-of that one call (``x-fake-ttft-ms``, ``x-fake-chunks``, ``x-fake-fail-attempts``, ...). The
-load generator (``python -m examples.loadgen``) uses it to mix fast, slow, retried and failing
-calls.
+Any request header starting with ``x-fake-`` is forwarded to both LLM calls unchanged: against the
+fake server (``python -m openai_latency.fake_server``) this scripts the latency and failures of
+those calls (``x-fake-ttft-ms``, ``x-fake-chunks``, ``x-fake-fail-attempts``, ...), and
+``x-fake-tool-plan: search_documents`` makes its planning answer a call of the tool, as a model's
+would be (without it the fake answers in words, and the search runs for the question itself). The
+load generator (``python -m examples.loadgen``) uses it to mix fast, slow, retried and failing turns.
 
 Under ``opentelemetry-instrument`` the FastAPI instrumentation is applied again, in code, with
 ``exclude_spans=["receive", "send"]``: one server span per request instead of one more span per
@@ -32,6 +35,7 @@ them. See README.md next to this file.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator
@@ -47,6 +51,8 @@ from pydantic import BaseModel
 
 DEFAULT_MODEL = os.environ.get("EXAMPLE_DEFAULT_MODEL", "gpt-4o-mini")
 FORWARDED_PREFIX = "x-fake-"
+DEFAULT_QUESTION = "Why is the sky blue?"
+TOOL_MS, DB_MS = 120.0, 30.0  # the tool's and the query's default time
 
 
 def without_asgi_message_spans() -> None:
@@ -90,10 +96,34 @@ def client() -> openai.AsyncOpenAI:
     return _client
 
 
+SYSTEM = "Answer from the documents: search them first."
+TOOL = "search_documents"
+SEARCH_TOOL: Any = {  # a ChatCompletionFunctionToolParam (openai 1.x names it differently)
+    "type": "function",
+    "function": {
+        "name": TOOL,
+        "description": "Search the documents; the titles of the best matches.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "what to search for"}},
+            "required": ["query"],
+        },
+    },
+}
+tracer = trace.get_tracer("examples.backend")
+
+DOCUMENTS = ("Rayleigh scattering", "Why sunsets are red")
+_documents = sqlite3.connect(":memory:", check_same_thread=False)
+_documents.execute("CREATE TABLE documents (id INTEGER PRIMARY KEY, title TEXT)")
+_documents.executemany("INSERT INTO documents (title) VALUES (?)", [(title,) for title in DOCUMENTS])
+
+
 class AskBody(BaseModel):
-    q: str = "Why is the sky blue?"
+    q: str = DEFAULT_QUESTION
     model: str | None = None
     stream: bool = False
+    tool_ms: float = TOOL_MS
+    db_ms: float = DB_MS
 
 
 def forwarded_headers(request: Request) -> dict[str, str]:
@@ -106,6 +136,74 @@ def error_response(exc: openai.APIError) -> JSONResponse:
         status_code=502 if status < 400 else status,
         content={"error": type(exc).__name__, "detail": str(exc)},
     )
+
+
+def search_call(plan: Any) -> Any:
+    """The planning answer's call of the tool (``.id``, ``.function.arguments``), or None when the
+    model answered in words."""
+    message = plan.choices[0].message if plan.choices else None
+    for call in (message.tool_calls if message else None) or ():
+        function = getattr(call, "function", None)  # openai >= 2 also has custom tool calls
+        if function is not None and function.name == TOOL:
+            return call
+    return None
+
+
+def search_query(call: Any, question: str) -> str:
+    """The query the model wrote, or the question itself."""
+    try:
+        arguments = json.loads(call.function.arguments) if call is not None else None
+    except json.JSONDecodeError:
+        arguments = None
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    return query if isinstance(query, str) and query else question
+
+
+async def search_documents(query: str, tool_ms: float, call_id: str | None) -> list[int]:
+    """The tool: a search service's time (``tool_ms``), and the ids of the documents it found (this
+    stand-in finds every document, whatever the query)."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": TOOL,
+        "gen_ai.tool.type": "function",
+    }
+    if call_id:
+        attributes["gen_ai.tool.call.id"] = call_id
+    with tracer.start_as_current_span(f"execute_tool {TOOL}", attributes=attributes):
+        await asyncio.sleep(tool_ms / 1000)
+    return list(range(1, len(DOCUMENTS) + 1))
+
+
+async def load_documents(ids: list[int], db_ms: float) -> list[str]:
+    """The documents' titles from the database: the query on SQLite, and ``db_ms`` more (a database
+    across the network)."""
+    sql = f"SELECT title FROM documents WHERE id IN ({', '.join('?' * len(ids))})"
+    attributes = {
+        "db.system.name": "sqlite",
+        "db.operation.name": "SELECT",
+        "db.collection.name": "documents",
+        "db.query.text": sql,
+    }
+    with tracer.start_as_current_span("SELECT documents", kind=SpanKind.CLIENT, attributes=attributes):
+        titles = [title for (title,) in _documents.execute(sql, ids)]
+        await asyncio.sleep(db_ms / 1000)
+    return titles
+
+
+def tool_result(call: Any, titles: list[str]) -> list[dict[str, Any]]:
+    """The messages that hand the tool's result to the answer call."""
+    content = json.dumps({"documents": titles})
+    if call is None:  # the model did not ask (a server that ignores tool_choice): the result as context
+        return [{"role": "user", "content": f"Documents found: {content}"}]
+    asked = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": TOOL, "arguments": call.function.arguments},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [asked]},
+        {"role": "tool", "tool_call_id": call.id, "content": content},
+    ]
 
 
 async def stream_answer(stream: Any) -> AsyncIterator[bytes]:
@@ -121,10 +219,25 @@ async def stream_answer(stream: Any) -> AsyncIterator[bytes]:
         await stream.close()
 
 
-async def answer(request: Request, question: str, model: str | None, stream: bool) -> Any:
+async def turn(
+    request: Request, question: str, model: str | None, stream: bool, tool_ms: float, db_ms: float
+) -> Any:
+    """Plan (a model call that asks for a search), search (the tool), read (a database query), then
+    answer (a second model call, given the tool's result). Every ``x-fake-*`` header goes to both
+    calls; a failed planning call ends the turn."""
     model = model or DEFAULT_MODEL
     headers = forwarded_headers(request)
-    messages: list[Any] = [{"role": "user", "content": question}]
+    messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    try:
+        plan = await client().chat.completions.create(
+            model=model, messages=messages, tools=[SEARCH_TOOL], tool_choice="required", extra_headers=headers
+        )
+    except openai.APIError as exc:
+        return error_response(exc)
+    call = search_call(plan)
+    ids = await search_documents(search_query(call, question), tool_ms, call.id if call else None)
+    titles = await load_documents(ids, db_ms)
+    messages += tool_result(call, titles)
     try:
         if stream:
             started = await client().chat.completions.create(
@@ -141,57 +254,26 @@ async def answer(request: Request, question: str, model: str | None, stream: boo
     return {
         "model": completion.model,
         "answer": completion.choices[0].message.content,
+        "documents": titles,
         "usage": completion.usage.model_dump() if completion.usage else None,
     }
 
 
 @app.get("/ask")
 async def ask_get(
-    request: Request, q: str = "Why is the sky blue?", model: str | None = None, stream: bool = False
+    request: Request,
+    q: str = DEFAULT_QUESTION,
+    model: str | None = None,
+    stream: bool = False,
+    tool_ms: float = TOOL_MS,
+    db_ms: float = DB_MS,
 ) -> Any:
-    return await answer(request, q, model, stream)
+    return await turn(request, q, model, stream, tool_ms, db_ms)
 
 
 @app.post("/ask")
 async def ask_post(request: Request, body: AskBody) -> Any:
-    return await answer(request, body.q, body.model, body.stream)
-
-
-_documents = sqlite3.connect(":memory:", check_same_thread=False)
-_documents.executescript(
-    "CREATE TABLE documents (id INTEGER PRIMARY KEY, title TEXT);"
-    "INSERT INTO documents (title) VALUES ('Rayleigh scattering'), ('Why sunsets are red');"
-)
-SEARCH = "SELECT id, title FROM documents WHERE title LIKE ?"
-
-
-@app.get("/turn")
-async def turn(
-    request: Request,
-    q: str = "Why is the sky blue?",
-    model: str | None = None,
-    stream: bool = False,
-    tool_ms: float = 120.0,
-    db_ms: float = 30.0,
-) -> Any:
-    """A small agent turn: plan (a model call), a tool, a query, then the answer (a second call).
-    Every ``x-fake-*`` header goes to both calls."""
-    tracer = trace.get_tracer("examples.backend")
-    messages: list[Any] = [{"role": "system", "content": "Plan a search."}, {"role": "user", "content": q}]
-    try:
-        await client().chat.completions.create(
-            model=model or DEFAULT_MODEL, messages=messages, extra_headers=forwarded_headers(request)
-        )
-    except openai.APIError as exc:
-        return error_response(exc)
-    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_documents"}
-    with tracer.start_as_current_span("execute_tool search_documents", attributes=tool):
-        await asyncio.sleep(tool_ms / 1000)  # a search service's time
-    query = {"db.system.name": "sqlite", "db.operation.name": "SELECT", "db.query.text": SEARCH}
-    with tracer.start_as_current_span("SELECT documents", kind=SpanKind.CLIENT, attributes=query):
-        titles = [row[1] for row in _documents.execute(SEARCH, ("%%",))]
-        await asyncio.sleep(db_ms / 1000)  # a database across the network
-    return await answer(request, f"{q} (documents: {'; '.join(titles)})", model, stream)
+    return await turn(request, body.q, body.model, body.stream, body.tool_ms, body.db_ms)
 
 
 @app.get("/healthz")

@@ -2,9 +2,11 @@
 
     python -m examples.loadgen --target http://127.0.0.1:8080 --rps 2 --duration 60
 
-Each request goes to the backend's ``/ask`` with ``x-fake-*`` headers that the backend forwards
-to the fake LLM server, so the dashboards show fast and slow models, slow first tokens, long
-streams, retried 429s and failures side by side. The loop is bounded: it stops after
+Each request is one turn of the backend's ``/ask`` (a planning call, a tool, a query, the answer
+call) with ``x-fake-*`` headers that the backend forwards to both LLM calls of the fake LLM server,
+so the dashboards show fast and slow models, slow first tokens, long streams, retried 429s and
+failures side by side. Every request also sends ``x-fake-tool-plan: search_documents``: the
+planning call answers with a call of the backend's tool, as a model would. The loop is bounded: it stops after
 ``--duration`` seconds or ``--max-requests`` requests, whichever comes first. Standard library
 only.
 """
@@ -34,6 +36,8 @@ class Scenario:
 
 
 # Header names and meanings: see the fake server (openai_latency.fake_server).
+#: Sent with every scenario: the turn's first call asks for the tool, the second answers.
+TURN_HEADERS = {"x-fake-tool-plan": "search_documents"}
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "fast-stream",
@@ -110,7 +114,8 @@ def call(target: str, scenario: Scenario, timeout: float) -> str:
     query = urllib.parse.urlencode(
         {"q": f"loadgen {scenario.name}", "model": scenario.model, "stream": str(scenario.stream).lower()}
     )
-    req = urllib.request.Request(f"{target.rstrip('/')}/ask?{query}", headers=scenario.headers)
+    headers = {**TURN_HEADERS, **scenario.headers}
+    req = urllib.request.Request(f"{target.rstrip('/')}/ask?{query}", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             resp.read()

@@ -153,6 +153,11 @@ class OtlpReceiver:
             self._exports += 1
             self._changed.notify_all()
 
+    def trace_exports(self) -> list[trace_service_pb2.ExportTraceServiceRequest]:
+        """Every trace export received so far, as it came (either transport)."""
+        with self._lock:
+            return [request for _, request in self.trace_requests]
+
     def spans(self) -> list[Span]:
         with self._lock:
             requests = list(self.trace_requests)

@@ -1,7 +1,7 @@
 """The example backend keeps FastAPI's per-message ASGI spans out of the trace.
 
 FastAPI's instrumentation (ASGI middleware) records an ``http send`` span for every message the app
-sends: a streamed ``/ask`` sends one per chunk. The example re-applies ``opentelemetry-instrument``'s
+sends: a streamed ``/ask`` answer sends one per chunk. The example re-applies ``opentelemetry-instrument``'s
 FastAPI instrumentation with ``exclude_spans=["receive", "send"]``; ``EXAMPLE_ASGI_MESSAGE_SPANS=true``
 brings them back. Both backends run as users run them (``opentelemetry-instrument uvicorn ...``) and
 export over OTLP to this test's receiver; a stream of many chunks goes through each.
@@ -25,6 +25,7 @@ from .traces import Trace
 
 CHUNKS = 12
 SERVER_SPAN = "GET /ask"
+CHAT, TOOL, QUERY = "chat gpt-4o-mini", "execute_tool search_documents", "SELECT documents"
 # The ASGI middleware's per-message spans: "GET /ask http send", "GET /ask http receive"
 ASGI_MESSAGE_SUFFIXES = (" http send", " http receive")
 
@@ -67,10 +68,12 @@ def asgi_backends(
 
 
 def streamed_trace(backend: Backend, receiver: OtlpReceiver, service: str) -> Trace:
-    """One streamed /ask of CHUNKS chunks, in a trace of the test's own; the whole trace once the
-    server span (it ends last: every span of the request was exported before or with it) arrived."""
+    """One /ask whose answer streams CHUNKS chunks, in a trace of the test's own; the whole trace
+    once the server span (it ends last: every span of the request was exported before or with it)
+    arrived."""
     trace_id = secrets.token_hex(16)
-    query = urlencode({"q": f"asgi {trace_id}", "model": "gpt-4o-mini", "stream": "true"})
+    fields = {"q": f"asgi {trace_id}", "model": "gpt-4o-mini", "stream": "true", "tool_ms": 1, "db_ms": 1}
+    query = urlencode(fields)
     headers = {
         "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
         "x-fake-chunks": str(CHUNKS),
@@ -97,20 +100,23 @@ def test_a_streamed_answer_makes_no_per_chunk_asgi_spans(
     trace = streamed_trace(asgi_backends["default"], receiver, SPECS["default"].service)
     server = trace.one(SERVER_SPAN, kind="SERVER")
     assert [s for s in trace.spans if is_asgi_message_span(s)] == [], trace.outline()
-    # What is left: the server span, the LLM call and its phases (and their http.* sub-phases)
-    (chat,) = trace.children(server)
-    assert chat.name == "chat gpt-4o-mini", trace.outline()
-    assert {s.name for s in trace.subtree(chat)} <= {
-        "chat gpt-4o-mini",
-        "openai.request_build",
-        "openai.network_wait",
-        "openai.first_token",
-        "openai.stream_drain",
-        "http.pool_wait",
-        "http.connect",
-        "http.send",
-        "http.server_wait",
-    }, trace.outline()
+    # What is left: the server span, the turn's two LLM calls and their phases (and their http.*
+    # sub-phases), its tool and its query
+    children = sorted(trace.children(server), key=lambda s: s.start_ns)
+    assert [s.name for s in children] == [CHAT, TOOL, QUERY, CHAT], trace.outline()
+    for chat in (children[0], children[-1]):
+        assert {s.name for s in trace.subtree(chat)} <= {
+            CHAT,
+            "openai.request_build",
+            "openai.network_wait",
+            "openai.response_read",  # the planning call is not streamed
+            "openai.first_token",
+            "openai.stream_drain",
+            "http.pool_wait",
+            "http.connect",
+            "http.send",
+            "http.server_wait",
+        }, trace.outline()
     assert len(trace.spans) == len(trace.subtree(server)), trace.outline()
     print(f"default: {len(trace.spans)} spans for a stream of {CHUNKS} chunks")
 

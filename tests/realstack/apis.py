@@ -11,6 +11,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from openai_latency.cli.spans.names import NO_CALL_OPERATIONS
+
+#: gen_ai.operation.name of spans that are no LLM call (none, or a tool's or an agent's)
+NOT_CALLS: frozenset[str | None] = frozenset({None, *NO_CALL_OPERATIONS})
+
 
 def get_json(url: str, timeout: float = 15.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -27,6 +32,7 @@ class Span:
     parent_id: str | None
     name: str
     tags: dict[str, Any]
+    start_us: int = 0  # Jaeger's startTime: microseconds since the epoch
 
     @property
     def is_error(self) -> bool:
@@ -52,8 +58,10 @@ class Trace:
 
     @property
     def operations(self) -> list[Span]:
-        """The LLM operation spans (``chat <model>``, ...): the ones with gen_ai.operation.name."""
-        return [s for s in self.spans if "gen_ai.operation.name" in s.tags]
+        """The LLM operation spans (``chat <model>``, ...), in start order: the ones with a
+        gen_ai.operation.name that is no tool's or agent's (``execute_tool``, ...)."""
+        calls = [s for s in self.spans if s.tags.get("gen_ai.operation.name") not in NOT_CALLS]
+        return sorted(calls, key=lambda s: s.start_us)
 
 
 def parse_trace(data: dict[str, Any]) -> Trace:
@@ -68,6 +76,7 @@ def parse_trace(data: dict[str, Any]) -> Trace:
                 parents[0] if parents else None,
                 raw["operationName"],
                 tags,
+                int(raw.get("startTime", 0)),
             )
         )
     # Jaeger's JSON drops leading zeros of ids; OTLP and exemplars have them.

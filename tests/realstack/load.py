@@ -1,4 +1,7 @@
-"""Load for the real stack: the load generator's own scenarios, each a fixed number of times."""
+"""Load for the real stack: the load generator's own scenarios, each a fixed number of times.
+
+Each request is one ``/ask`` turn of the example backend: two LLM calls (the planning call and the
+answer) when it answered 200, the planning call alone when that failed."""
 
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ def run(target: str, jobs: list[Scenario], concurrency: int = 8) -> Counter[tupl
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         outcomes = list(pool.map(lambda s: (s.name, call(target, s, 60.0)), jobs))
     return Counter(outcomes)
+
+
+def llm_calls(outcomes: Counter[tuple[str, str]]) -> int:
+    """The LLM calls behind these (scenario, HTTP status) counts of ``/ask`` turns."""
+    return sum(count * (2 if status == "200" else 1) for (_, status), count in outcomes.items())
 
 
 def scenario(name: str, model: str, stream: bool, **headers: str) -> Scenario:

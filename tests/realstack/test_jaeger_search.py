@@ -2,9 +2,11 @@
 
 The real path of the compose stack: the example backend under ``opentelemetry-instrument`` (FastAPI
 and openai-latency), collector/otelcol.yaml, Jaeger with deploy/jaeger/config.yaml, and the fake LLM
-server started with its compose command, on its default port. Each call below gets a trace id of
-the test's own (a ``traceparent`` sent to ``/ask``, which the FastAPI server span continues), so a
-search's result is compared with exactly the calls it must find: no more, no fewer.
+server started with its compose command, on its default port. Each ``/ask`` below (a turn: the
+planning call and the answer call get the same script, and a failed planning call ends the turn)
+gets a trace id of the test's own (a ``traceparent``, which the FastAPI server span continues), so
+a search's result is compared with exactly the turns it must find: no more, no fewer. Jaeger finds
+traces: a turn is found when either of its calls matches.
 
 Searches go through Jaeger's HTTP API (``/api/traces?service=...&tags=...``), which is what the
 Jaeger UI's search form sends: Tags ``key=value`` becomes ``tags={"key": "value"}``, Operation
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from examples.loadgen.__main__ import TURN_HEADERS
 
 from openai_latency.fake_server.cli import build_parser
 from tests.e2e.processes import http_get
@@ -44,6 +47,12 @@ class Call:
     stream: bool
     headers: dict[str, str]
     status: int  # what /ask answers
+
+    @property
+    def calls(self) -> int:
+        """The turn's LLM calls: the planning call and the answer, or the planning call alone when
+        it failed."""
+        return 2 if self.status == 200 else 1
 
 
 CALLS = (
@@ -94,8 +103,13 @@ SEARCHES = (
     Search("failed, not found", found("unknown-model"), {"openai_latency.error.category": "not_found"}),
     Search("failed, by code", found("unknown-model"), {"error.type": "model_not_found"}),
     Search("failed, by code", found("server-error"), {"error.type": "server_error"}),
-    # error.type is on failed attempts too: these calls were retried and succeeded
-    Search("a retried attempt's code", found("retried-plain"), {"error.type": "rate_limit_exceeded"}),
+    # error.type is on failed attempts too: these calls were retried and succeeded (a plain call's
+    # 429 body is read: rate_limit_exceeded; the retried stream's planning call is a plain call)
+    Search(
+        "a retried attempt's code",
+        found("retried-plain", "retried-stream"),
+        {"error.type": "rate_limit_exceeded"},
+    ),
     Search("a retried stream attempt's status", found("retried-stream"), {"error.type": "429"}),
     # ... unless the search names the operation span: only calls that ended with that error
     Search(
@@ -129,10 +143,11 @@ SEARCHES = (
         {"openai_latency.dominant_phase": "first_token"},
         min_duration="2s",
     ),
-    # the 100 ms backoff outweighs the rest of a plain call; a stream's drain outweighs it
+    # the 100 ms backoff outweighs the rest of a plain call (the retried stream's planning call is
+    # one); a stream's drain outweighs it
     Search(
         "backoff dominated",
-        found("retried-plain", "server-error"),
+        found("retried-plain", "retried-stream", "server-error"),
         {"openai_latency.dominant_phase": "retry_backoff"},
     ),
     # one model
@@ -200,17 +215,21 @@ def start_fake_llm_on_its_default_port(stack: Stack) -> int:
 def ask(backend_port: int, call: Call) -> str:
     trace_id = secrets.token_hex(16)
     query = urllib.parse.urlencode({"q": call.name, "model": call.model, "stream": str(call.stream).lower()})
-    headers = {**call.headers, "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+    headers = {
+        **TURN_HEADERS,
+        **call.headers,
+        "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
+    }
     status, body = http_get(backend_port, f"/ask?{query}", headers, timeout=60)
     assert status == call.status, f"{call.name}: /ask answered {status}: {body[:300]!r}"
     return trace_id
 
 
 def complete(trace: Trace | None, call: Call) -> bool:
-    """The server span (it ends last) and the call's operation span are in Jaeger."""
+    """The server span (it ends last) and the turn's operation spans are in Jaeger."""
     if trace is None:
         return False
-    return bool(trace.named("GET /ask")) and bool(trace.named(f"chat {call.model}"))
+    return bool(trace.named("GET /ask")) and len(trace.named(f"chat {call.model}")) == call.calls
 
 
 @pytest.fixture(scope="module")
@@ -233,11 +252,11 @@ def test_each_call_names_the_fake_server_as_openai(searched: Run) -> None:
     """Default port of the fake server -> no local provider's (8000 would read as vLLM)."""
     for call in CALLS:
         trace = searched.jaeger.trace(searched.trace_ids[call.name])
-        assert trace is not None
-        (op,) = trace.operations
-        assert op.tags["gen_ai.provider.name"] == "openai", (call.name, op.tags)
-        assert op.tags["server.address"] == "127.0.0.1"
-        assert op.tags["server.port"] == searched.fake_port
+        assert trace is not None and len(trace.operations) == call.calls
+        for op in trace.operations:
+            assert op.tags["gen_ai.provider.name"] == "openai", (call.name, op.tags)
+            assert op.tags["server.address"] == "127.0.0.1"
+            assert op.tags["server.port"] == searched.fake_port
     print(f"{len(CALLS)} calls to the fake server on port {searched.fake_port}: gen_ai.provider.name=openai")
 
 

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from . import load, otlpfile
-from .apis import JaegerApi, PrometheusApi, Trace
+from .apis import NOT_CALLS, JaegerApi, PrometheusApi, Trace
 from .components import (
     Binaries,
     Collector,
@@ -50,8 +50,10 @@ from .components import (
 from .procs import ROOT, Stack, wait_until
 from .test_single_collector import SERVICE, report_json, spread
 
-# 300 fast calls: at the 10 % baseline, 30 kept on average, and the 4.5-standard-deviation band
-# [7, 53] excludes 0 (with 150 it was [-1.5, 31.5]: sampling nothing at all would have passed).
+# 300 fast turns (each an /ask of the example backend: two LLM calls, a tool and a query; a failed
+# planning call ends the turn): at the 10 % baseline, 30 kept on average, and the
+# 4.5-standard-deviation band [7, 53] excludes 0 (with 150 it was [-1.5, 31.5]: sampling nothing at
+# all would have passed). The scripts go to both calls of a turn.
 N_FAST = 300
 GATEWAY_CONFIG: dict[str, Any] = yaml.safe_load((ROOT / "collector" / "gateway.yaml").read_text())
 TAIL_SAMPLING: dict[str, Any] = GATEWAY_CONFIG["processors"]["tail_sampling"]
@@ -76,6 +78,8 @@ JOBS = (
     * 4
     + [load.scenario("fast", "gpt-4o-mini", False, delay_ms="5")] * N_FAST
 )
+#: The LLM calls of the JOBS' turns: the failed ones end at their planning call.
+CALLS = sum(1 if job.name == "failed" else 2 for job in JOBS)
 
 
 _FNV64_OFFSET = 0xCBF29CE484222325
@@ -147,14 +151,15 @@ class ScaleOut:
 
 def kind(spans: list[otlpfile.FileSpan]) -> str:
     """Why tail sampling must keep the trace ('fast': only by the 10 % baseline)."""
-    (op,) = [s for s in spans if "gen_ai.operation.name" in s.attributes]
-    if op.status_code == otlpfile.STATUS_ERROR:
+    ops = [s for s in spans if s.attributes.get("gen_ai.operation.name") not in NOT_CALLS]
+    assert len(ops) in (1, 2), [s.name for s in ops]  # a turn's calls
+    if any(op.status_code == otlpfile.STATUS_ERROR for op in ops):
         return "failed"
-    if op.duration_ns > SLOW_S * 1e9:
+    if any(op.duration_ns > SLOW_S * 1e9 for op in ops):
         return "slow"
-    if op.attributes.get("openai_latency.time_to_first_token", 0) > TTFT_S:
+    if any(op.attributes.get("openai_latency.time_to_first_token", 0) > TTFT_S for op in ops):
         return "slow-first-token"
-    if op.attributes.get("http.request.resend_count", 0) > 0:
+    if any(op.attributes.get("http.request.resend_count", 0) > 0 for op in ops):
         return "retried"
     return "fast"
 
@@ -276,7 +281,7 @@ def scale_out(binaries: Binaries, module_dir: Path) -> Iterator[ScaleOut]:
         yield run
 
 
-def test_every_call_reached_exactly_one_gateway(scale_out: ScaleOut) -> None:
+def test_every_turn_reached_exactly_one_gateway(scale_out: ScaleOut) -> None:
     assert scale_out.outcomes[("fast", "200")] == N_FAST
     traces = scale_out.ask_traces()
     assert len(traces) == len(JOBS)
@@ -382,8 +387,11 @@ def test_report_reads_every_call_from_the_gateway_files(scale_out: ScaleOut) -> 
     paths = sorted(scale_out.gateways[0].out_dir.glob("traces-*.jsonl"))
     report = report_json(*paths)
     # All calls, not only the sampled ones: the files are written before tail sampling.
-    assert report["input"]["operation_spans"] == len(JOBS)
-    print(f"report on {len(paths)} gateway files: {len(JOBS)} calls; Jaeger keeps {len(scale_out.kept)}")
+    assert report["input"]["operation_spans"] == CALLS
+    print(
+        f"report on {len(paths)} gateway files: {CALLS} calls of {len(JOBS)} turns;"
+        f" Jaeger keeps {len(scale_out.kept)} turns"
+    )
 
 
 def test_both_gateways_spanmetrics_stay_apart_and_add_up(scale_out: ScaleOut) -> None:
@@ -392,7 +400,7 @@ def test_both_gateways_spanmetrics_stay_apart_and_add_up(scale_out: ScaleOut) ->
 
     def both_gateways_complete() -> bool:
         total = sum(v for _, v in prom.values(f"sum({expr})"))
-        return total == len(JOBS)
+        return total == CALLS
 
     wait_until(both_gateways_complete, timeout=45, interval=3, what="spanmetrics of both gateways scraped")
     instances = {m["instance"] for m, _ in prom.values(f"sum by (instance) ({expr})")}
@@ -400,7 +408,7 @@ def test_both_gateways_spanmetrics_stay_apart_and_add_up(scale_out: ScaleOut) ->
     # The same series labels from both gateways: without honor_labels they stay two series.
     per_series = prom.values(f"count by (span_name, status_code, exported_instance) ({expr})")
     assert any(v == 2 for _, v in per_series), per_series
-    print(f"spanmetrics: chat calls summed over {len(instances)} gateway instances = {len(JOBS)}")
+    print(f"spanmetrics: chat calls summed over {len(instances)} gateway instances = {CALLS}")
 
 
 def test_gateways_expose_no_exemplars(scale_out: ScaleOut) -> None:

@@ -1,10 +1,11 @@
 """The single-collector stack (docker-compose.yml) for real: collector/otelcol.yaml, Jaeger v2,
 Prometheus with deploy/prometheus/prometheus.yml, the example backend under opentelemetry-instrument.
 
-Load: every scenario of examples.loadgen 3 times (the calls the trace assertions look at), then the
-load generator itself for a while (what keeps the dashboard's rates above zero). Assertions through
-Jaeger's query API, Prometheus's HTTP API, the collector's own metrics endpoint and
-`openai-latency report` on the file exporter's output.
+Load: every scenario of examples.loadgen 3 times (the turns the trace assertions look at), then the
+load generator itself for a while (what keeps the dashboard's rates above zero). Each request is one
+``/ask`` turn: a planning call, a tool, a query and the answer call; a failed planning call ends it.
+Assertions through Jaeger's query API, Prometheus's HTTP API, the collector's own metrics endpoint
+and `openai-latency report` on the file exporter's output.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from . import load
-from .apis import JaegerApi, PanelQuery, PrometheusApi, Trace, dashboard_queries
+from .apis import JaegerApi, PanelQuery, PrometheusApi, Span, Trace, dashboard_queries
 from .components import (
     Backend,
     Binaries,
@@ -39,6 +40,7 @@ from .components import (
 from .procs import ROOT, Stack, wait_until
 
 SERVICE = "example-backend"
+TOOL, QUERY = "execute_tool search_documents", "SELECT documents"  # the turn's spans between its calls
 # `make stack-test STACK_TEST_COLLECTOR_CONFIG=path` runs this module with another collector config
 # (e.g. a broken copy, to see the failure the collector reports).
 CONFIG = Path(os.environ.get("STACK_TEST_COLLECTOR_CONFIG") or ROOT / "collector" / "otelcol.yaml")
@@ -64,7 +66,8 @@ class Run:
     prometheus: PrometheusApi
     binaries: Binaries
     started_at: float
-    calls_sent: int = 0
+    turns_sent: int = 0
+    calls_sent: int = 0  # LLM calls: two per turn that answered 200, one per failed turn
     traces: list[Trace] = field(default_factory=list)
     # Dashboard query -> the first non-empty finite result seen while the load ran.
     panel_data: dict[PanelQuery, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
@@ -72,6 +75,15 @@ class Run:
 
 def chat_traces(traces: list[Trace]) -> list[Trace]:
     return [t for t in traces if t.operations]
+
+
+def operations(traces: list[Trace]) -> list[Span]:
+    return [op for t in traces for op in t.operations]
+
+
+def turn_calls(trace: Trace) -> int:
+    """The LLM calls a turn makes: the planning call and the answer, or a failed planning call."""
+    return 1 if trace.operations[0].is_error else 2
 
 
 def poll_dashboard(prom: PrometheusApi, queries: list[PanelQuery], run: Run, until: float) -> None:
@@ -112,7 +124,8 @@ def single(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
         poll_dashboard(run.prometheus, queries, run, until=time.time() + LOADGEN_SECONDS + 30)
         loadgen.wait(120)
         generated = load.loadgen_summary(loadgen.output())
-        run.calls_sent = sum(scripted.values()) + sum(generated.values())
+        run.turns_sent = sum(scripted.values()) + sum(generated.values())
+        run.calls_sent = load.llm_calls(scripted) + load.llm_calls(generated)
         (module_dir / "load.json").write_text(
             json.dumps(
                 {
@@ -124,9 +137,11 @@ def single(binaries: Binaries, module_dir: Path) -> Iterator[Run]:
 
         def all_calls_in_jaeger() -> bool:
             run.traces = chat_traces(run.jaeger.traces(SERVICE, "GET /ask"))
-            return sum(len(t.operations) for t in run.traces) >= run.calls_sent
+            return len(run.traces) >= run.turns_sent and len(operations(run.traces)) >= run.calls_sent
 
-        wait_until(all_calls_in_jaeger, timeout=40, what=f"{run.calls_sent} calls in Jaeger")
+        wait_until(
+            all_calls_in_jaeger, timeout=40, what=f"{run.turns_sent} turns, {run.calls_sent} calls in Jaeger"
+        )
         yield run
 
 
@@ -161,12 +176,13 @@ def spread(values: list[int]) -> str:
     return str(low) if low == high else f"{low}-{high} (median {median})"
 
 
-def test_every_call_is_one_trace_in_jaeger(single: Run) -> None:
+def test_every_turn_is_one_trace_in_jaeger(single: Run) -> None:
     assert SERVICE in single.jaeger.services()
-    assert len(single.traces) == single.calls_sent
-    assert all(len(t.operations) == 1 for t in single.traces)
+    assert len(single.traces) == single.turns_sent
+    assert len(operations(single.traces)) == single.calls_sent
+    assert all(len(t.operations) == turn_calls(t) for t in single.traces)
     print(
-        f"jaeger: {len(single.traces)} traces for {single.calls_sent} calls, "
+        f"jaeger: {len(single.traces)} traces for {single.turns_sent} turns of {single.calls_sent} calls, "
         f"{sum(len(t.spans) for t in single.traces)} spans; spans per trace "
         f"{spread([len(t.spans) for t in single.traces])}: "
         + ", ".join(
@@ -181,62 +197,75 @@ def test_server_span_operation_span_and_phases_form_one_trace(single: Run) -> No
         root = trace.root
         assert root is not None and root.name == "GET /ask", trace.trace_id
         assert root.tags["span.kind"] == "server"
-        (op,) = trace.operations
-        assert op.parent_id == root.span_id, "chat span is not a child of the FastAPI server span"
-        model = op.tags["gen_ai.request.model"]
-        assert op.name == f"chat {model}"
-        assert op.tags["gen_ai.operation.name"] == "chat"
-        assert op.tags["gen_ai.provider.name"] == "openai"
-        assert op.tags["server.address"] == "127.0.0.1"
-        phases = [s for s in trace.children(op)]
-        assert phases and {s.name for s in phases} <= PHASES, {s.name for s in phases}
-        assert all(s.tags["openai_latency.phase"] == s.name.split(".", 1)[1] for s in phases)
-        for wait in trace.named("openai.network_wait"):
-            for sub in trace.children(wait):
-                assert sub.name.startswith("http."), sub.name
-        assert all(s.trace_id == trace.trace_id for s in trace.spans)
-        if op.is_error:
-            shapes["error"] += 1
-            continue
-        assert op.tags["openai_latency.dominant_phase"]
-        if op.tags["gen_ai.request.stream"]:
-            shapes["stream"] += 1
-            assert {"openai.first_token", "openai.stream_drain"} <= {s.name for s in phases}
-            assert op.tags["openai_latency.time_to_first_token"] > 0
-            assert op.tags["gen_ai.usage.output_tokens"] > 0
-        else:
-            shapes["plain"] += 1
-            assert "openai.response_read" in {s.name for s in phases}
-    print(f"trace shapes: {dict(shapes)}")
+        turn = [s.name for s in sorted(trace.children(root), key=lambda s: s.start_us)]
+        model = trace.operations[0].tags["gen_ai.request.model"]
+        chat = f"chat {model}"
+        assert turn == ([chat, TOOL, QUERY, chat] if turn_calls(trace) == 2 else [chat]), turn
+        for op in trace.operations:
+            shapes[check_operation(trace, root, op)] += 1
+    print(f"call shapes: {dict(shapes)}")
     assert shapes["stream"] and shapes["plain"] and shapes["error"]
 
 
+def check_operation(trace: Trace, root: Span, op: Span) -> str:
+    """One LLM call of a turn: its attributes and phases; its shape (stream, plain or error)."""
+    assert op.parent_id == root.span_id, "chat span is not a child of the FastAPI server span"
+    model = op.tags["gen_ai.request.model"]
+    assert op.name == f"chat {model}"
+    assert op.tags["gen_ai.operation.name"] == "chat"
+    assert op.tags["gen_ai.provider.name"] == "openai"
+    assert op.tags["server.address"] == "127.0.0.1"
+    phases = trace.children(op)
+    assert phases and {s.name for s in phases} <= PHASES, {s.name for s in phases}
+    assert all(s.tags["openai_latency.phase"] == s.name.split(".", 1)[1] for s in phases)
+    for wait in (s for s in phases if s.name == "openai.network_wait"):
+        for sub in trace.children(wait):
+            assert sub.name.startswith("http."), sub.name
+    assert all(s.trace_id == trace.trace_id for s in trace.spans)
+    if op.is_error:
+        return "error"
+    assert op.tags["openai_latency.dominant_phase"]
+    if op.tags["gen_ai.request.stream"]:
+        assert {"openai.first_token", "openai.stream_drain"} <= {s.name for s in phases}
+        assert op.tags["openai_latency.time_to_first_token"] > 0
+        assert op.tags["gen_ai.usage.output_tokens"] > 0
+        return "stream"
+    assert "openai.response_read" in {s.name for s in phases}
+    return "plain"
+
+
 def test_retried_call_shows_attempts_and_backoff(single: Run) -> None:
+    """The retried-429 scenario: each call of the turn gets a 429, then its retry succeeds."""
     retried = [
-        t
-        for t in single.traces
-        if any(w.tags.get("http.response.status_code") == 429 for w in t.named("openai.network_wait"))
+        (trace, op)
+        for trace in single.traces
+        for op in trace.operations
+        if any(w.tags.get("http.response.status_code") == 429 for w in waits_of(trace, op))
     ]
-    assert len(retried) >= PER_SCENARIO
-    for trace in retried:
-        (op,) = trace.operations
-        waits = trace.named("openai.network_wait")
-        backoffs = trace.named("openai.retry_backoff")
+    assert len(retried) >= 2 * PER_SCENARIO
+    for trace, op in retried:
+        waits = waits_of(trace, op)
+        backoffs = [s for s in trace.children(op) if s.name == "openai.retry_backoff"]
         assert op.tags["http.request.resend_count"] == len(waits) - 1 >= 1
         assert len(backoffs) == len(waits) - 1
         statuses = sorted(int(w.tags["http.response.status_code"]) for w in waits)
         assert statuses == [200, 429], statuses
         assert not op.is_error
-    print(f"retried (429 then 200): {len(retried)} traces")
+    print(f"retried (429 then 200): {len(retried)} calls in {len({t.trace_id for t, _ in retried})} traces")
+
+
+def waits_of(trace: Trace, op: Span) -> list[Span]:
+    return [s for s in trace.children(op) if s.name == "openai.network_wait"]
 
 
 def test_failed_calls_have_error_status_and_type(single: Run) -> None:
-    failed = [t.operations[0] for t in single.traces if "error.type" in t.operations[0].tags]
+    ops = operations(single.traces)
+    failed = [op for op in ops if "error.type" in op.tags]
     by_type = Counter(op.tags["error.type"] for op in failed)
     assert all(op.is_error for op in failed)
     assert by_type["model_not_found"] >= PER_SCENARIO
     assert sum(by_type.values()) >= 2 * PER_SCENARIO
-    ok = [t.operations[0] for t in single.traces if "error.type" not in t.operations[0].tags]
+    ok = [op for op in ops if "error.type" not in op.tags]
     assert not any(op.is_error for op in ok)
     print(f"failed calls by error.type: {dict(by_type)}")
 
@@ -271,7 +300,7 @@ def test_exemplars_link_to_traces_in_jaeger(single: Run) -> None:
 
 def test_report_of_the_file_exporter_counts_what_jaeger_holds(single: Run) -> None:
     report = report_json(single.collector.out_dir / "traces.jsonl")
-    jaeger_ops = [t.operations[0] for t in single.traces]
+    jaeger_ops = operations(single.traces)
     assert report["input"]["operation_spans"] == len(jaeger_ops) == single.calls_sent
     per_model = Counter(op.tags["gen_ai.request.model"] for op in jaeger_ops)
     assert {g["key"]["model"]: g["calls"] for g in report["groups"]} == dict(per_model)
@@ -332,7 +361,7 @@ def test_alert_rules_evaluate_on_the_real_data(single: Run) -> None:
 
 
 def test_file_exporter_appends_across_a_collector_restart(single: Run) -> None:
-    """Last in this module: restarts the collector on the same ports and sends two more calls."""
+    """Last in this module: restarts the collector on the same ports and sends two more turns."""
     path = single.collector.out_dir / "traces.jsonl"
     single.collector.service.stop()
     before = path.read_bytes()
@@ -341,9 +370,9 @@ def test_file_exporter_appends_across_a_collector_restart(single: Run) -> None:
     outcome = load.run(single.backend.url, [load.scenario("after-restart", "gpt-4o-mini", False)] * 2)
     assert outcome == Counter({("after-restart", "200"): 2})
     wait_until(
-        lambda: report_json(path)["input"]["operation_spans"] == single.calls_sent + 2,
+        lambda: report_json(path)["input"]["operation_spans"] == single.calls_sent + load.llm_calls(outcome),
         timeout=30,
-        what="the two calls after the restart in the file",
+        what="the two turns' calls after the restart in the file",
     )
     assert path.read_bytes().startswith(before), "the restart truncated the file"
     restarted.service.stop()

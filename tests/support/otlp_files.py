@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -16,7 +17,13 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 def collector_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """What the collector's file exporter writes: protobuf JSON with hex ids and integer enums."""
-    document: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    return request_json(encode_spans(spans))
+
+
+def request_json(request: Message) -> dict[str, Any]:
+    """An ``ExportTraceServiceRequest`` (what an exporter sent) as the collector's file exporter
+    writes it."""
+    document: dict[str, Any] = MessageToDict(request, use_integers_for_enums=True)
 
     def fix(node: Any) -> None:
         if isinstance(node, dict):

@@ -120,6 +120,28 @@ def test_json_has_designs_keys_per_trace_and_per_root_name(tmp_path: Path) -> No
     assert group["slow"]["turns"][0]["trace_id"] == ids[2] and group["slow"]["turns"][0]["dominant"] == "llm"
 
 
+def test_the_per_call_report_counts_no_tool_or_agent_span(tmp_path: Path) -> None:
+    """A turn's other GenAI spans carry ``gen_ai.operation.name`` too (``execute_tool``,
+    ``invoke_agent``, ``create_agent``): ``report`` without ``--by trace`` counts the calls only."""
+    builder = TraceBuilder()
+    _turns(builder, 2)  # two calls and a tool each
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"}
+    root = builder.span("invoke_agent planner", 50_000, 50_300, attributes=agent)
+    builder.span(
+        "create_agent planner",
+        50_010,
+        50_020,
+        root,
+        attributes={**agent, "gen_ai.operation.name": "create_agent"},
+    )
+    builder.llm(50_100, [("request_build", 1), ("network_wait", 49), ("response_read", 50)], root)
+    result = run_cli(["report", str(builder.write(tmp_path / "traces.jsonl")), "--format", "json"])
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["input"]["operation_spans"] == 5
+    assert [(g["key"]["model"], g["calls"]) for g in report["groups"]] == [("gpt-4o-mini", 5)]
+
+
 def test_jaeger_gives_the_turns_of_the_file(tmp_path: Path) -> None:
     builder = TraceBuilder(origin_ns=time.time_ns() - 600 * 10**9)  # in Jaeger's last hour
     _turns(builder, 4)

@@ -88,8 +88,12 @@ class Collected:
 
 
 def is_operation(attributes: dict[str, Any]) -> bool:
-    """An operation by its own attributes (a span with phase children is one too)."""
-    if names.OPERATION_NAME in attributes or names.DOMINANT_PHASE in attributes:
+    """An operation by its own attributes (a span with phase children is one too); a tool's or an
+    agent's span (``gen_ai.operation.name=execute_tool``, ...) is none."""
+    operation = attributes.get(names.OPERATION_NAME)
+    if operation is not None:
+        return operation.__class__ is not str or operation not in names.NO_CALL_OPERATIONS
+    if names.DOMINANT_PHASE in attributes:
         return True
     return any(key.startswith(PHASE_PREFIX) for key in attributes)
 

@@ -13,6 +13,8 @@ from typing import Final
 
 # --------------------------------------------------------------------------- the instrumentation's
 OPERATION_NAME: Final = "gen_ai.operation.name"
+#: Operation names of GenAI spans that are no LLM call: a tool's, an agent framework's own
+NO_CALL_OPERATIONS: Final = frozenset({"execute_tool", "invoke_agent", "create_agent"})
 PROVIDER_NAME: Final = "gen_ai.provider.name"
 REQUEST_MODEL: Final = "gen_ai.request.model"
 RESPONSE_MODEL: Final = "gen_ai.response.model"
