@@ -22,7 +22,7 @@ port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 fake=$(port) query=$(port) otlp=$(port) app=$(port)
 work=$(mktemp -d)
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; [[ -n ${keep:-} ]] || rm -rf "$work"; }
 trap cleanup EXIT
 wait_http() {  # wait_http URL: up to 30 s
     for _ in $(seq 300); do curl -fs -o /dev/null "$1" && return 0; sleep 0.1; done
@@ -52,7 +52,7 @@ wait_http "http://127.0.0.1:$app/healthz"
 curl -fsN "http://127.0.0.1:$app/ask?q=where+did+my+time+go&stream=true" \
     -H 'x-fake-tool-plan: search_documents' -H 'x-fake-ttft-ms: 400' -o /dev/null
 
-api="http://127.0.0.1:$query/api/traces?service=example-backend&limit=1"
+api="http://127.0.0.1:$query/api/traces?service=example-backend&operation=GET%20%2Fask&limit=1"
 trace=
 for _ in $(seq 100); do
     trace=$(curl -fs "$api" | "$py" -c 'import json, sys
@@ -60,7 +60,7 @@ data = json.load(sys.stdin)["data"]
 print(data[0]["traceID"] if data and len(data[0]["spans"]) > 10 else "")') && [[ -n $trace ]] && break
     sleep 0.2
 done
-[[ -n $trace ]] || { echo "no /ask trace in Jaeger (logs in $work)" >&2; exit 1; }
+[[ -n $trace ]] || { keep=1; echo "no /ask trace in Jaeger (logs in $work)" >&2; exit 1; }
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,780 \
     --virtual-time-budget=8000 --screenshot="$out" \
     "http://127.0.0.1:$query/trace/$trace?uiEmbed=v0" >"$work/chromium.log" 2>&1
