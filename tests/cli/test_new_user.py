@@ -13,10 +13,12 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cli_runs import COMMAND, run_cli, servers
+from tests.support.retry import retry_timing
 
 COMMANDS = ("demo", "bench", "report", "compare", "fake-server")
 
@@ -227,21 +229,33 @@ def test_the_waterfall_names_the_target_each_attempts_outcome_and_a_trace_id_wit
 
 
 def test_triage_calls_no_call_of_a_healthy_uniform_run_slow_but_a_stalled_one() -> None:
+    def run() -> dict[str, Any]:
+        with ExitStack() as stack:
+            healthy, stalled = servers(
+                stack,
+                {"delay-ms": 40, "chunks": 3},
+                {"delay-ms": 40, "chunks": 3, "every": "20:delay-ms=400"},
+            )
+            result = run_cli(["bench", "--target", f"healthy={healthy.base_url}", "--target",
+                              f"stalled={stalled.base_url}", "--model", "m", "-n", "20", "-c", "2",
+                              "--warmup", "2", "--format", "json"])  # fmt: skip
+        assert result.code == 0, result.err
+        targets = {entry["key"]["target"]: entry for entry in result.json()["results"]}
+        # the server's 20th request (the 18th measured) took 400 ms: clearly apart from the p95
+        assert targets["stalled"]["triage"]["slow_success"]["calls"] == 1
+        return targets
+
+    def quiet(targets: dict[str, Any]) -> None:
+        # the slowest of 20 calls of ~40 ms is above the p95 by a hair: not "slow" (a loaded
+        # machine can make one call slow for real: triage then rightly names it, so this is retried)
+        assert "slow_success" not in targets["healthy"]["triage"], targets["healthy"]["triage"]
+
+    retry_timing(run, quiet)
     with ExitStack() as stack:
-        healthy, stalled = servers(
-            stack, {"delay-ms": 40, "chunks": 3}, {"delay-ms": 40, "chunks": 3, "every": "20:delay-ms=400"}
-        )
-        result = run_cli(["bench", "--target", f"healthy={healthy.base_url}", "--target",
-                          f"stalled={stalled.base_url}", "--model", "m", "-n", "20", "-c", "2",
-                          "--warmup", "2", "--format", "json"])  # fmt: skip
+        (healthy,) = servers(stack, {"delay-ms": 40, "chunks": 3})
         threshold = run_cli(["bench", "--target", f"healthy={healthy.base_url}", "--model", "m", "-n", "5",
                              "--slow-threshold", "0.01", "--format", "json"])  # fmt: skip
-    assert result.code == 0 and threshold.code == 0, result.err + threshold.err
-    targets = {entry["key"]["target"]: entry for entry in result.json()["results"]}
-    # the slowest of 20 calls of ~40 ms is above the p95 by a hair: not "slow"
-    assert "slow_success" not in targets["healthy"]["triage"], targets["healthy"]["triage"]
-    # the server's 20th request (the 18th measured) took 400 ms: clearly apart from the p95
-    assert targets["stalled"]["triage"]["slow_success"]["calls"] == 1
+    assert threshold.code == 0, threshold.err
     # above --slow-threshold is slow, whatever the spread
     assert threshold.json()["results"][0]["triage"]["slow_success"]["calls"] == 5
 
