@@ -208,7 +208,7 @@ LAYERS = (
     ("hooks.arrival_stamps",),
     ("call.token_times", "hooks.reads"),
     ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
-    ("call.operation",),
+    ("call.operation", "content.realtime_input"),
     ("hooks.registry", "hooks.streams", "websocket.arrivals"),
     ("hooks.sdk_hooks", "hooks.dns", "websocket.turns", "websocket.handshake"),
     ("hooks.legacy_send", "websocket.responses"),

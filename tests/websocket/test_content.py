@@ -1,5 +1,6 @@
 """Content on WebSocket turns (issue 31, item 5): it follows the content-capture setting, off by default,
-within ``content_max_length``; Realtime gives the output's text and transcript, never the audio; the API
+within ``content_max_length``; Realtime gives the output's text and transcript, never the audio (its
+input: test_realtime_content.py); the API
 key and the handshake's Authorization header are never recorded, whatever the setting.
 
 "Nowhere" is checked by scanning the JSON of every exported span, log record and metric."""
@@ -128,7 +129,12 @@ def test_realtime_text_and_transcript_never_the_audio(full: Callable[..., Full],
     assert output == [{"role": "assistant", "parts": [{"type": "text", "content": transcript}]}]
     exported = cap.everything_exported()
     assert audio and all(chunk not in exported for chunk in set(audio))
-    assert "gen_ai.input.messages" not in attrs(turn)  # the session's input (user audio) is not read
+    # the response's own instructions are its system instructions; no item was sent: no input messages
+    # (the input side: test_realtime_content.py)
+    assert json.loads(attrs(turn)["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": f"Hi {MARKER}-rt"}
+    ]
+    assert "gen_ai.input.messages" not in attrs(turn)
 
 
 @pytest.mark.parametrize("setting", ["no_content", "span_and_event"])

@@ -193,3 +193,41 @@ def tool_definitions(tools: Any) -> list[JSON]:
                 definition[key] = value
         out.append(definition)
     return out
+
+
+REALTIME_TEXT_PARTS = frozenset({"input_text", "text", "output_text"})
+REALTIME_AUDIO_PARTS = frozenset({"input_audio", "audio", "output_audio"})
+
+
+def realtime_parts(content: Any, take: Any) -> list[JSON]:
+    """A Realtime item's content parts -> semconv parts, each text through ``take`` (the capture's
+    size budget). An audio part becomes its ``transcript`` as text when it has one, else a part that
+    names its type only: audio (and image) bytes are never copied."""
+    parts: list[JSON] = []
+    for part in content if isinstance(content, (list, tuple)) else ():
+        kind = str(param_field(part, "type"))
+        text = None
+        if kind in REALTIME_TEXT_PARTS:
+            text = param_field(part, "text")
+        elif kind in REALTIME_AUDIO_PARTS:
+            text = param_field(part, "transcript")
+        parts.append(text_part(take(text)) if isinstance(text, str) and text else {"type": kind})
+    return parts
+
+
+def realtime_item(item: Any, take: Any) -> JSON | None:
+    """A Realtime conversation item (``conversation.item.create``'s ``item``, or an item of a
+    ``response.create``'s ``input``) -> a message; None for an item reference or an unknown type."""
+    kind = param_field(item, "type")
+    if kind == "function_call":
+        call = tool_call(param_field(item, "call_id"), {"name": param_field(item, "name")})
+        call["arguments"] = arguments(take(param_field(item, "arguments")))
+        return make_message("assistant", [call])
+    if kind == "function_call_output":
+        output = take(param_field(item, "output"))
+        part = {"type": "tool_call_response", "id": param_field(item, "call_id"), "response": output}
+        return make_message("tool", [part])
+    if kind == "message":
+        role = str(param_field(item, "role") or "user")
+        return make_message(role, realtime_parts(param_field(item, "content"), take))
+    return None

@@ -83,11 +83,11 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             ``stale`` (the right trace, a span that is not the call's)
 ``write-batch``             stream: write paced tokens (reasoning and answer) K at a time (default
                             1): each batch goes out in one write when its last token is due
-``vad``                     Realtime: server VAD on (also turned on by a ``session.update`` whose
-                            turn detection is ``server_vad``): the first audio append of a user
-                            turn gets ``input_audio_buffer.speech_started``
-``vad-speech-ms``           Realtime server VAD: speech_started -> ``speech_stopped`` (default 300),
-                            then ``committed`` and an automatic response
+``vad``                     Realtime: server VAD on (also by a ``session.update`` with ``server_vad``): a
+                            user turn's first audio append gets ``speech_started``; ``vad-speech-ms``
+``vad-speech-ms``           (default 300) later ``speech_stopped``, ``committed``, an automatic response
+``transcribe-ms``           Realtime: ``conversation.item.input_audio_transcription.completed`` N ms
+                            after each commit (0 also when a ``session.update`` configures transcription)
 ``barge-in-after``          Realtime: after N audio deltas of a response the user "speaks":
                             ``speech_started``, and the response ends cancelled (``response.done``)
 ``tokenizer``               how usage counts the prompt's tokens: ``words`` (default: its words),
@@ -95,30 +95,28 @@ content chunks already sent (0 = before the first one). An unknown key or bad va
                             :mod:`.tokens`)
 ==========================  =====================================================================
 
-A request body with ``ignore_eos: true`` and ``max_tokens`` (``max_completion_tokens``,
-``max_output_tokens``) gets exactly that many output tokens (reasoning included), whatever ``chunks``
-says: vLLM's and llama.cpp's behaviour, which ``bench --output-tokens`` and ``--replay`` rely on.
+A request body with ``ignore_eos: true`` and ``max_tokens`` (``max_completion_tokens``, ``max_output_tokens``)
+gets exactly that many output tokens (reasoning included), whatever ``chunks`` says: vLLM's and llama.cpp's
+behaviour, which ``bench --output-tokens`` and ``--replay`` rely on.
 
-Reasoning, in detail. A stream with N reasoning tokens at pace D goes: headers (after ``delay-ms``),
-the role chunk, ``ttft-ms``, reasoning token 0, D, token 1, ... token N-1, D, answer chunk 0, then
-the answer as without reasoning (``chunk-delay-ms``, ``jitter-ms``, stalls). Hidden reasoning keeps
-the same timeline without sending the reasoning tokens; ``summary`` adds, after that silence, N summary
-deltas at pace D (each followed by D, like streamed reasoning: they are not counted as extra tokens).
-With no answer chunks (``chunks`` 0) the finish follows the last reasoning token at once, like a stream
-capped while reasoning. "after N" keys (stalls, faults) count answer chunks only. Non-stream responses
-keep their own timing (``delay-ms``, ``body-delay-ms``: script the thinking time there) and carry the
-reasoning words in chat ``message.reasoning_content`` / ``message.reasoning`` (none when hidden) and in
-a Responses ``reasoning`` output item (``content`` reasoning text, or ``summary``). The request fields
-``reasoning_effort`` (chat) and ``reasoning.effort`` (Responses) are accepted and ignored.
+Reasoning, in detail. A stream with N reasoning tokens at pace D goes: headers (after ``delay-ms``), the role
+chunk, ``ttft-ms``, reasoning token 0, D, token 1, ... token N-1, D, answer chunk 0, then the answer as
+without reasoning (``chunk-delay-ms``, ``jitter-ms``, stalls). Hidden reasoning keeps the same timeline
+without sending the reasoning tokens; ``summary`` adds, after that silence, N summary deltas at pace D (each
+followed by D, like streamed reasoning: they are not counted as extra tokens). With no answer chunks
+(``chunks`` 0) the finish follows the last reasoning token at once, like a stream capped while reasoning.
+"after N" keys (stalls, faults) count answer chunks only. Non-stream responses keep their own timing
+(``delay-ms``, ``body-delay-ms``: script the thinking time there) and carry the reasoning words in chat
+``message.reasoning_content`` / ``message.reasoning`` (none when hidden) and in a Responses ``reasoning``
+output item (``content`` reasoning text, or ``summary``). The request fields ``reasoning_effort`` (chat) and
+``reasoning.effort`` (Responses) are accepted and ignored.
 
-Pacing. With ``write-batch`` 1 each token is written on its own, its pause after the previous write
-(every gap is at least the scripted one). With K > 1 tokens are due at absolute deadlines (pause after
-pause from the end of the opening events), and the server writes a batch of K (non-token events
-between them included) once its last token is due: the average pace stays right at a 1-2 ms pace,
-which one sleep per token cannot keep, and the client reads the batch coalesced. The log
-(:mod:`.records`) gives every event of a batch the time of that one write, and keeps each token's
-deadline apart (``RequestRecord.scripted_ns``, filled with K > 1 only).
-"""
+Pacing. With ``write-batch`` 1 each token is written on its own, its pause after the previous write (every gap
+is at least the scripted one). With K > 1 tokens are due at absolute deadlines (pause after pause from the end
+of the opening events), and the server writes a batch of K (non-token events between them included) once its
+last token is due: the average pace stays right at a 1-2 ms pace, which one sleep per token cannot keep, and
+the client reads the batch coalesced. The log (:mod:`.records`) gives every event of a batch the time of that
+one write, and keeps each token's deadline apart (``RequestRecord.scripted_ns``, filled with K > 1 only)."""
 
 from __future__ import annotations
 
@@ -207,6 +205,7 @@ class Script:
     vad: bool = False
     vad_speech: float = 0.3
     barge_in_after: int | None = None
+    transcribe: float | None = None
     rate_limits: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RATE_LIMITS)
 
 
@@ -352,6 +351,7 @@ _FIELDS: Final[dict[str, tuple[str, _Converter | None]]] = {
     "vad": ("vad", _flag),
     "vad-speech-ms": ("vad_speech", _ms),
     "barge-in-after": ("barge_in_after", _count),
+    "transcribe-ms": ("transcribe", _ms),
 }
 
 #: Every script key, as used in ``defaults`` and (with the ``x-fake-`` prefix) in request headers.

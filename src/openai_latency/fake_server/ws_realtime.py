@@ -6,6 +6,10 @@
   ``input_audio_buffer.speech_started``; ``vad-speech-ms`` later ``speech_stopped``, ``committed`` and
   an automatic response;
 - ``input_audio_buffer.commit`` -> ``input_audio_buffer.committed``;
+- input transcription (the ``transcribe-ms`` script key, or a ``session.update`` that configures
+  ``audio.input.transcription``, beta ``input_audio_transcription``): that long after each
+  ``committed``, ``conversation.item.input_audio_transcription.completed`` with :data:`INPUT_TRANSCRIPT`;
+  every user audio turn has its own item id (``item_user_N``);
 - ``response.create`` -> a response; ``response.cancel`` -> the response in flight ends with
   ``response.done`` of status ``cancelled`` (``barge-in-after`` N does the same by itself after N
   audio deltas, after a ``speech_started``: the user talked over the model).
@@ -37,6 +41,8 @@ AUDIO_DELTA: Final = "response.output_audio.delta"
 TRANSCRIPT_DELTA: Final = "response.output_audio_transcript.delta"
 _AUDIO_EVENT: Final = f"event: {AUDIO_DELTA}\n".encode()
 _AUDIO: Final = base64.b64encode(bytes(480)).decode()  # 10 ms of 24 kHz pcm16 silence
+INPUT_TRANSCRIPT: Final = "what the user said"
+TRANSCRIBED: Final = "conversation.item.input_audio_transcription.completed"
 
 
 def _dumps(value: object) -> str:
@@ -113,7 +119,10 @@ class RealtimeSession:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.record = session.new_record("/v1/realtime")  # the session's own events
-        self.vad = session.script().vad
+        script = session.script()
+        self.vad = script.vad
+        self.transcribe = script.transcribe
+        self.items = 0  # user audio items so far
         self.speech: RequestRecord | None = None  # the user turn being spoken (server VAD)
         self.response: tuple[asyncio.Task[None], RequestRecord, Output] | None = None
         self.cancelled = False
@@ -142,6 +151,11 @@ class RealtimeSession:
             ) or session.get("turn_detection")
             if isinstance(detection, dict):
                 self.vad = detection.get("type") == "server_vad"
+            transcription = ((session.get("audio") or {}).get("input") or {}).get(
+                "transcription"
+            ) or session.get("input_audio_transcription")
+            if isinstance(transcription, dict) and self.transcribe is None:
+                self.transcribe = 0.0
             await self.send(self.record, "session.updated", {"session": session})
         elif kind == "input_audio_buffer.append":
             if self.vad and self.speech is None:
@@ -150,11 +164,11 @@ class RealtimeSession:
                 await self.send(
                     self.speech,
                     "input_audio_buffer.speech_started",
-                    {"audio_start_ms": 0, "item_id": "item_user"},
+                    {"audio_start_ms": 0, "item_id": self._next_item()},
                 )
                 self.session.start_turn(self._speech)
         elif kind == "input_audio_buffer.commit":
-            await self.send(self.record, "input_audio_buffer.committed", {"item_id": "item_user"})
+            await self._committed(self.record, self._next_item())
         elif kind == "response.create":
             record = self.session.new_record("/v1/realtime", message)
             record.received_ns = received_ns
@@ -186,13 +200,32 @@ class RealtimeSession:
         except ScriptError:
             return
         await asyncio.sleep(script.vad_speech)
+        item = f"item_user_{self.items}"
         if not await self.send(
-            record, "input_audio_buffer.speech_stopped", {"audio_end_ms": 300, "item_id": "item_user"}
+            record, "input_audio_buffer.speech_stopped", {"audio_end_ms": 300, "item_id": item}
         ):
             return
-        await self.send(record, "input_audio_buffer.committed", {"item_id": "item_user"})
+        await self._committed(record, item)
         self.speech = None
         self._respond(record, {})
+
+    def _next_item(self) -> str:
+        self.items += 1
+        return f"item_user_{self.items}"
+
+    async def _committed(self, record: RequestRecord, item: str) -> None:
+        """``committed``, and the item's transcript later when transcription is on."""
+        await self.send(record, "input_audio_buffer.committed", {"item_id": item})
+        delay = self.transcribe
+        if delay is None:
+            return
+
+        async def transcribed() -> None:
+            await asyncio.sleep(delay)
+            data = {"item_id": item, "content_index": 0, "transcript": INPUT_TRANSCRIPT}
+            await self.send(record, TRANSCRIBED, data)
+
+        self.session.start_turn(transcribed)
 
     def _respond(self, record: RequestRecord, extra: dict[str, str]) -> None:
         try:
@@ -259,8 +292,9 @@ class _RealtimeWriter(TurnWriter):
         return sent
 
     async def _barge(self) -> None:
+        item = self._realtime._next_item()
         await self._realtime.send(
-            self._record, "input_audio_buffer.speech_started", {"audio_start_ms": 0, "item_id": "item_user2"}
+            self._record, "input_audio_buffer.speech_started", {"audio_start_ms": 0, "item_id": item}
         )
         self._realtime._cancel()
 

@@ -16,14 +16,17 @@ not as an error; ``failed`` as an error. Session events (``session.*``, audio ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from .. import semconv as sc
+from .._guard import guarded
 from ..call import deferred
+from ..content.realtime_input import CLIENT_EVENTS, SERVER_EVENTS, RealtimeInput
 from ..model import ANSWER, Attributes, OperationKind, StreamStats, Telemetry
 from ..read.attributes import response_attributes
 from . import arrivals, handshake
-from .responses import STATE
+from .responses import STATE, event_fields
 from .turns import Turn, Turns, capture_content, created, end, feed, frame_written, open_operation
 
 REALTIME: Final = OperationKind(operation="realtime", api_type="realtime", stream_kind="any")
@@ -65,6 +68,11 @@ class RealtimeTurns(Turns):
         self.telemetry = telemetry
         self.info: dict[str, Any] = {}
         """The handshake's span context, client attributes and model (:mod:`.handshake`)."""
+        settings = telemetry.settings
+        self.input = (
+            RealtimeInput(settings.content_max_length) if settings.capture_content != "no_content" else None
+        )
+        """The session's input content, for the next turn (content capture on; else None)."""
 
     def waiting(self) -> Turn | None:
         """The turn whose ``response.created`` has not come yet."""
@@ -86,6 +94,8 @@ class RealtimeTurns(Turns):
         frame_written(op, start_ns)
         turn = Turn(op)
         capture_content(turn, self.telemetry, observe, None)
+        if self.input is not None and turn.op.content is not None:
+            turn.input = self.input.take(trigger)
         self.add(None, turn)
         return turn
 
@@ -127,11 +137,32 @@ def begin(
         return None
     trigger = TRIGGERS.get(kind) if isinstance(kind, str) else None
     if trigger is None:
+        if kind in CLIENT_EVENTS and telemetry.settings.capture_content != "no_content":
+            _input_sent(turns_of(connection, telemetry), kind, event)
         return None
     turns = turns_of(connection, telemetry)
-    if turns.waiting() is not None:
-        return None
-    return turns, turns.open(start_ns, trigger), None
+    waiting = turns.waiting()
+    turn = waiting or turns.open(start_ns, trigger)
+    if kind == "response.create" and turn.input is not None:
+        _response_sent(turn, event)
+    return None if waiting is not None else (turns, turn, None)
+
+
+@guarded()
+def _input_sent(turns: RealtimeTurns, kind: str, event: Any) -> None:
+    """A client event that adds to the next turn's input (content capture on)."""
+    fields = event_fields(event)
+    if turns.input is not None and fields is not None:
+        turns.input.client_event(kind, fields)
+
+
+@guarded()
+def _response_sent(turn: Turn, event: Any) -> None:
+    """A ``response.create``'s own instructions, tools and input, for its turn (content capture on)."""
+    fields = event_fields(event)
+    response = fields.get("response") if fields is not None else None
+    if turn.input is not None and isinstance(response, Mapping):
+        turn.input.response(response)
 
 
 def sent(started: tuple[Turns, Turn, object], now: int) -> None:
@@ -149,8 +180,10 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     kind = fields.get("type")
     if not isinstance(kind, str) or not isinstance(turns, RealtimeTurns):
         return
-    if kind == "input_audio_buffer.speech_stopped":
-        if turns.waiting() is None:
+    if kind in SERVER_EVENTS:
+        if turns.input is not None:
+            turns.input.server_event(kind, fields)
+        if kind == "input_audio_buffer.speech_stopped" and turns.waiting() is None:
             turns.open(arrival, "speech_stopped")
         return
     if kind == "response.created":

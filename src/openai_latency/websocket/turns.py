@@ -32,6 +32,7 @@ from ..call.summary import measurements
 from ..call.timeline import Phase, Timeline
 from ..clock import seconds
 from ..content.capture import ContentCapture, capture_request
+from ..content.realtime_input import TurnInput
 from ..hooks.streams import _on_chunk  # the SSE streams' per-chunk bookkeeping, reused as it is
 from ..model import Attributes, Observer, OperationKind, StreamStats, Telemetry
 
@@ -80,6 +81,7 @@ class Turn:
         "first_audio_ns",
         "handover_max",
         "handover_total",
+        "input",
         "observe",
         "op",
         "response_id",
@@ -94,6 +96,8 @@ class Turn:
         self.handover_max = 0
         self.handover_total = 0
         self.cancelled = False
+        self.input: TurnInput | None = None
+        """A Realtime turn's input content (content capture on: :mod:`..content.realtime_input`)."""
 
 
 def open_operation(
@@ -121,7 +125,8 @@ def capture_content(
     """Content capture for the turn when the setting is on (off by default: nothing here runs): the
     request's values (a Responses ``response.create``'s fields, as for ``responses.create``) and its
     output text, within ``content_max_length``. Realtime (``request`` None): the output's text and
-    transcript only (never audio, never the session's input items)."""
+    transcript (never audio); its input is the session's (:mod:`..content.realtime_input`, set on
+    ``Turn.input`` by the session)."""
     settings = telemetry.settings
     if settings.capture_content == "no_content":
         return
@@ -157,7 +162,14 @@ def end(turn: Turn, end_ns: int, end_state: str, error: BaseException | None = N
         ttfa = seconds(turn.first_audio_ns - op.timeline.start_ns)
         results[sc.OPENAI_LATENCY_TIME_TO_FIRST_AUDIO] = ttfa
         op.time_to_first_audio = ttfa
+    if turn.input is not None and op.content is not None:
+        _apply_input(turn.input, op.content)
     op.finish(end_ns=end_ns, error=error, end_state=end_state)
+
+
+@guarded()
+def _apply_input(turn_input: TurnInput, content: ContentCapture) -> None:
+    turn_input.apply(content)
 
 
 class Turns:
