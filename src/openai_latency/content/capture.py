@@ -91,6 +91,24 @@ def capture_request(
     return capture
 
 
+class TextBudget:
+    """Text kept up to a number of characters, over many pieces: one character more than the
+    limit, so that a cut value is told apart from one that fit (:func:`.bounded_json.fit` marks it)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit + 1
+
+    def take(self, text: Any) -> str:
+        """The part of ``text`` that still fits."""
+        if not isinstance(text, str) or self.left <= 0:
+            return ""
+        piece = text[: self.left]
+        self.left -= len(piece)
+        return piece
+
+
 class ContentCapture:
     """Request values (ready JSON), the non-stream result, and stream output collected so far."""
 
@@ -103,7 +121,7 @@ class ContentCapture:
         self.values: dict[str, str] = {}
         self.result: Any = None
         """The parsed response of a non-stream call (set by :meth:`.Operation.returned`)."""
-        self._budget = limit + 1  # one more character than kept tells "truncated" apart
+        self._take = TextBudget(limit).take
         self._text: dict[int, list[str]] = {}
         self._reasoning: dict[int, list[str]] = {}
         self._calls: dict[tuple[int, int], JSON] = {}
@@ -135,14 +153,6 @@ class ContentCapture:
             return output
 
         return observe_and_collect
-
-    def _take(self, text: Any) -> str:
-        """The part of ``text`` that still fits the limit."""
-        if not isinstance(text, str) or self._budget <= 0:
-            return ""
-        piece = text[: self._budget]
-        self._budget -= len(piece)
-        return piece
 
     def _add_text(self, index: int, text: Any, into: dict[int, list[str]] | None = None) -> None:
         piece = self._take(text)

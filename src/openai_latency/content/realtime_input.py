@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .capture import INPUT, SYSTEM, TOOLS, ContentCapture
+from .capture import INPUT, SYSTEM, TOOLS, ContentCapture, TextBudget
 from .messages import JSON, make_message, realtime_item, text_part, tool_definitions
 
 AUDIO_ITEMS_KEPT: Final = 64
@@ -45,18 +45,14 @@ class TurnInput:
     __slots__ = ("budget", "instructions", "messages", "tools")
 
     def __init__(self, limit: int) -> None:
-        self.budget = limit + 1  # one more character than kept tells "truncated" apart (fit marks it)
+        self.budget = TextBudget(limit)
         self.messages: list[JSON] = []
         self.instructions: str | None = None
         self.tools: Any = None
 
     def take(self, text: Any) -> str:
         """The part of ``text`` that still fits the budget."""
-        if not isinstance(text, str) or self.budget <= 0:
-            return ""
-        piece = text[: self.budget]
-        self.budget -= len(piece)
-        return piece
+        return self.budget.take(text)
 
     def add_items(self, items: Any) -> None:
         for item in items if isinstance(items, (list, tuple)) else ():
