@@ -109,23 +109,19 @@ def worker(mode: str, calls: int, base_url: str, chunks: int) -> None:
 
 def count(python: str, mode: str, calls: int, base_url: str, chunks: int) -> int:
     """Instructions of one worker run (start-up, imports and ``calls`` calls)."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        python,
-        str(Path(__file__).resolve()),
-        "--worker",
-        mode,
-        str(calls),
-        base_url,
-        str(chunks),
-    ]
-    done = subprocess.run(command, capture_output=True, check=False)
+    worker_args = ["--worker", mode, str(calls), base_url, str(chunks)]
+    return callgrind([python, str(Path(__file__).resolve()), *worker_args], mode)
+
+
+def callgrind(command: Sequence[str], label: str) -> int:
+    """The instructions ``command`` executes under ``valgrind --tool=callgrind`` (its children, such
+    as a spawned server, run natively: valgrind does not trace children by default)."""
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+    done = subprocess.run(valgrind, capture_output=True, check=False)
     found = _COLLECTED.search(done.stderr)
     if done.returncode != 0 or found is None:
         tail = done.stderr.decode(errors="replace")[-2000:]
-        raise SystemExit(f"{mode}: worker failed (exit {done.returncode}):\n{tail}")
+        raise SystemExit(f"{label}: worker failed (exit {done.returncode}):\n{tail}")
     return int(found.group(1))
 
 

@@ -34,8 +34,9 @@ from .results.build import BenchResult, build
 from .results.failures import FirstErrors, all_failed_lines
 from .results.output import print_tables, render_csv, result_json
 from .results.stats import target_stats
+from .run.clients import clients_for
 from .run.record import Recorder
-from .run.runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .run.runner import Runner, RunState, instrumented, progress_lines, supervise
 from .run.shapes import run_levels, shape_for
 
 if TYPE_CHECKING:
@@ -120,7 +121,9 @@ def _run(plan: Plan, recorder: Recorder, err: TextIO) -> RunState:
     run's record (its per-level numbers keyed by :class:`.plan.LevelKey`)."""
     options, schedule = plan.options, plan.options.schedule
     state = _new_record(plan)
-    clients = clients_for(plan.targets, options.timeout, options.max_retries, options.headers)
+    clients = clients_for(
+        plan.targets, options.timeout, options.max_retries, options.headers, options.sdk_parse
+    )
     runner = Runner(plan.targets, clients, options.workload, state, seed=schedule.seed)
 
     async def work() -> None:

@@ -11,6 +11,9 @@ from typing import Any, Literal, NamedTuple
 from .lengths import Lengths
 from .workload import Api, Conversation, Message, PrefixPolicy, responses_tools, text_of
 
+#: How bench's SDK client builds response models (:mod:`.run.clients`).
+SdkParse = Literal["validate", "construct"]
+
 #: The default ``--ramp-up``: 5 ms per closed-loop worker, at most 1 s. Setting up a streamed request
 #: through the SDK takes the client 1-3 ms of CPU, so C workers started at one instant delay the
 #: last one's TTFT by C times that (+190 ms on every request of the first round at -c 64, measured).
@@ -192,6 +195,8 @@ class BenchOptions:
     #: The client's timeout (s) and retries (the SDK's ``timeout`` and ``max_retries``).
     timeout: float = 60.0
     max_retries: int = 2
+    #: How the SDK builds response models (:mod:`.run.clients`): pydantic's validator, or its default.
+    sdk_parse: SdkParse = "validate"
     #: Triage: slow successes take at least this long (None: the target's p95).
     slow_threshold: float | None = None
     format: Format = "table"

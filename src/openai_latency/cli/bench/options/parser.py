@@ -19,6 +19,7 @@ from ..run import replay
 from ..run.sweep import sweep_refusal
 from ..workload import APIS, PrefixPolicy, parse_prefix_cache
 from . import sources
+from .client_options import add_client_options
 from .result_options import TARGET, TARGET_HELP, add_result_options, check_baseline
 from .sources import DEFAULT_REQUESTS
 
@@ -207,11 +208,7 @@ def build_parser(out: TextIO | None = None, err: TextIO | None = None) -> Parser
             " reads; at high concurrency give the client more cores"
         ),
     )
-    client = parser.add_argument_group("client")
-    client.add_argument("--timeout", type=arguments.duration, default=60.0, metavar="S", help="default 60 s")
-    client.add_argument(
-        "--max-retries", type=arguments.non_negative_count, default=2, help="SDK retries (default 2)"
-    )
+    add_client_options(parser.add_argument_group("client"))
     result = parser.add_argument_group("results")
     result.add_argument(
         "--slo",
@@ -276,6 +273,7 @@ def options_from(namespace: argparse.Namespace) -> BenchOptions:
         slo=opts.slo or Slo(),
         timeout=opts.timeout,
         max_retries=opts.max_retries,
+        sdk_parse=opts.sdk_parse,
         slow_threshold=opts.slow_threshold,
         format=opts.format,
         headers=sources.parse_headers(opts.header),

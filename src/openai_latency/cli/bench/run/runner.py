@@ -148,23 +148,6 @@ def instrumented(spill_path: str | None = None) -> Iterator[Recorder]:
         provider.shutdown()
 
 
-def clients_for(
-    targets: Sequence[Target], timeout: float, max_retries: int, headers: Mapping[str, str] | None = None
-) -> list[Any]:
-    import openai
-
-    return [
-        openai.AsyncOpenAI(
-            base_url=t.base_url,
-            api_key=t.api_key() or "-",
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=dict(headers) if headers else None,
-        )
-        for t in targets
-    ]
-
-
 async def supervise(runner: Runner, work: Callable[[], Awaitable[None]], tick: Callable[[], None]) -> bool:
     """Run ``work`` (warm-up and load levels) with the event-loop lag sampled, the CPU time counted and
     ``tick`` called a few times a second; True when interrupted: Ctrl-C cancels what is in flight."""

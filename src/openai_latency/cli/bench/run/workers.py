@@ -40,12 +40,13 @@ from typing import Any, TextIO
 from ...render.terminal import Progress
 from ...spans.write import write_otlp_json
 from ...stats.sketch import Sketch
-from ..plan import LevelKey, Load, Plan, Target, Workload
+from ..plan import LevelKey, Load, Plan, SdkParse, Target, Workload
 from .arrivals import Arrivals
 from .calibrate import InputCheck
+from .clients import clients_for
 from .loops import groups, share
 from .record import TargetProgress
-from .runner import Runner, RunState, clients_for, instrumented, progress_lines, supervise
+from .runner import Runner, RunState, instrumented, progress_lines, supervise
 
 #: From "every worker is ready" to their common start: enough for each to see the go.
 START_MARGIN_S = 0.05
@@ -71,6 +72,7 @@ class Job:
     max_retries: int
     spans_file: str
     headers: dict[str, str] = field(default_factory=dict)
+    sdk_parse: SdkParse = "validate"
 
 
 def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> list[str]:
@@ -121,6 +123,7 @@ def run_in_workers(plan: Plan, state: RunState, folder: str, err: TextIO) -> lis
                         timeout=options.timeout,
                         max_retries=options.max_retries,
                         headers=options.headers,
+                        sdk_parse=options.sdk_parse,
                         spans_file=os.path.join(folder, f"level{number}-worker{part}.jsonl"),
                     )
                     for part in range(parts)
@@ -222,7 +225,7 @@ def work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
 def _work(job: Job, connection: Connection, go: Any, origin: Any) -> None:
     state = RunState(planned={}, chunk_gaps={})
     with instrumented() as recorder:
-        clients = clients_for(job.targets, job.timeout, job.max_retries, job.headers)
+        clients = clients_for(job.targets, job.timeout, job.max_retries, job.headers, job.sdk_parse)
         runner = Runner(job.targets, clients, job.workload, state, seed=job.seed)
         load = job.load
 
