@@ -22,7 +22,11 @@ guidellm 0.8.1 is installed into its own virtual environment on first use (``--g
 under ~/.cache/openai-latency; several GB, as it brings torch); its data is a JSON-lines file with
 output token counts, so no tokenizer is downloaded.
 
-    python benchmarks/peer_bench.py [-c 1,16,64] [--rates 100,140] [-n 400] [--rounds 1]
+    python benchmarks/peer_bench.py [-c 1,16,64] [--rates 100,140,180,220] [-n 400] [--rounds 1]
+        [--also='--sdk-parse construct']
+
+After the table: per tool, the highest rate it kept (95 % of the arrivals asked) with its TTFT error
+from the request sent within +5 ms at p50.
 """
 
 from __future__ import annotations
@@ -97,14 +101,13 @@ def _child(cmd: list[str], pin: bool, env: dict[str, str] | None = None) -> floa
 
 
 def run_ours(
-    server: SpawnedServer, load: str, requests: int, pin: bool, offset_ns: int, workers: int = 1
+    server: SpawnedServer, load: str, requests: int, pin: bool, offset_ns: int, extra: list[str]
 ) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "spans.jsonl"
         level = ["--rate", load[5:]] if load.startswith("rate=") else ["-c", load[2:]]
         cmd = [*OPENAI_LATENCY, "bench", "--target", f"truth={server.base_url}", "--model", "m",
-               "-n", str(requests), "--max-tokens", "32", *level, "--workers", str(workers),
-               "--out", str(out)]  # fmt: skip
+               "-n", str(requests), "--max-tokens", "32", *level, "--out", str(out), *extra]  # fmt: skip
         cpu = _child(cmd, pin)
         calls = collect_calls(read_spans([str(out)], ReadStats())).calls
     result = Result(requests=len(calls), wall_s=_served(server.records()), cpu_s=cpu)
@@ -190,6 +193,22 @@ def _row(tool: str, load: str, results: list[Result]) -> str:
     return f"| {load} | {tool} | " + " | ".join(cells) + " |"
 
 
+def _max_rate(tool: str, loads: list[str], results: dict[tuple[str, str], list[Result]]) -> str:
+    """The highest open-loop rate the tool kept (>= 95 % of the asked arrivals per second reached the
+    server) with its TTFT error at p50 within +5 ms, from the request sent (the origin both tools
+    share)."""
+    kept = "-"
+    for load in loads:
+        if not load.startswith("rate="):
+            continue
+        runs = results[load, tool]
+        sent = [s.sent_error for r in runs for s in r.samples if s.sent_error is not None]
+        reached = sum(r.requests for r in runs) / sum(r.wall_s for r in runs)
+        if sent and statistics.median(sent) <= 0.005 and reached >= 0.95 * float(load[5:]):
+            kept = f"{load[5:]}/s"
+    return kept
+
+
 def _guidellm(venv: Path) -> str:
     exe = venv / "bin" / "guidellm"
     if not exe.exists():
@@ -203,11 +222,20 @@ def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("-c", default="1,16,64", help="closed-loop concurrencies")
-    parser.add_argument("--rates", default="100,140", help="open-loop rates (requests/s); empty: none")
+    parser.add_argument(
+        "--rates", default="100,140,180,220", help="open-loop rates (requests/s); empty: none"
+    )
     parser.add_argument("-n", type=int, default=400, help="requests per level and tool (c=1: 1/8 of it)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--workers", type=int, default=1, help="also run bench with this many --workers")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="also run bench with these options, e.g. --also='--sdk-parse construct' (repeatable)",
+    )
     cache = (
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "openai-latency" / "guidellm-0.8.1"
     )
@@ -216,11 +244,8 @@ def main() -> None:
     guidellm = _guidellm(args.guidellm_venv)
     pin = not args.no_pin
     loads = [f"c={c}" for c in args.c.split(",") if c] + [f"rate={r}" for r in args.rates.split(",") if r]
-    tools = (
-        ("bench", "guidellm")
-        if args.workers == 1
-        else ("bench", f"bench --workers {args.workers}", "guidellm")
-    )
+    variants = [*args.also, *([f"--workers {args.workers}"] if args.workers > 1 else [])]
+    tools = ("bench", *(f"bench {options}" for options in variants), "guidellm")
     results: dict[tuple[str, str], list[Result]] = {}
     with FakeServer.spawn(TRUTH) as server:
         if pin:
@@ -230,7 +255,7 @@ def main() -> None:
         def run(tool: str, load: str, n: int) -> Result:
             server.clear()
             if tool.startswith("bench"):
-                return run_ours(server, load, n, pin, offset_ns, args.workers if tool != "bench" else 1)
+                return run_ours(server, load, n, pin, offset_ns, tool.split()[1:])
             return run_guidellm(server, load, n, pin, offset_ns, guidellm)
 
         # Each tool's start-up (imports, its workers) is not a request's cost: a 2-request run each.
@@ -255,6 +280,9 @@ def main() -> None:
     for load in loads:
         for tool in tools:
             print(_row(tool, load, results[load, tool]))
+    if any(load.startswith("rate=") for load in loads):
+        rates = ", ".join(f"{tool} {_max_rate(tool, loads, results)}" for tool in tools)
+        print(f"\nmax rate kept with the TTFT error (from request sent) p50 within +5 ms: {rates}")
 
 
 if __name__ == "__main__":
