@@ -73,13 +73,22 @@ class Result:
     requests: int = 0
     wall_s: float = 0.0
     """The server's view: first request received to last response finished."""
+    arrivals_s: float = 0.0
+    """The server's view: first request received to last request received (an open loop's rate kept)."""
     cpu_s: float = 0.0
-    """The client's CPU, its start-up (:func:`_startup_cpu`) taken off."""
+    """The client's CPU during the load: bench's own figure (its JSON, without start-up and imports);
+    guidellm's process and children, a 2-request run's CPU taken off (its start-up)."""
+    cpu_in_run: bool = False
 
 
 def _served(records: list[RequestRecord]) -> float:
     ends = [r.finished_ns for r in records if r.finished_ns]
     return (max(ends) - min(r.received_ns for r in records)) / 1e9 if ends else 0.0
+
+
+def _arrivals(records: list[RequestRecord]) -> float:
+    received = [r.received_ns for r in records]
+    return (max(received) - min(received)) / 1e9 if len(received) > 1 else 0.0
 
 
 def _pace(record: RequestRecord) -> float:
@@ -91,13 +100,13 @@ def _server_ttft(record: RequestRecord) -> float:
     return ((record.first_content_ns or 0) - record.received_ns) / 1e9
 
 
-def _child(cmd: list[str], pin: bool, env: dict[str, str] | None = None) -> float:
-    """Runs a client to its end: the CPU seconds of it and its children."""
+def _child(cmd: list[str], pin: bool, env: dict[str, str] | None = None) -> tuple[float, bytes]:
+    """Runs a client to its end: the CPU seconds of it and its children, and its standard output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     preexec = (lambda: os.sched_setaffinity(0, {1})) if pin else None
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, preexec_fn=preexec)
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, preexec_fn=preexec)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
 def run_ours(
@@ -107,10 +116,16 @@ def run_ours(
         out = Path(tmp) / "spans.jsonl"
         level = ["--rate", load[5:]] if load.startswith("rate=") else ["-c", load[2:]]
         cmd = [*OPENAI_LATENCY, "bench", "--target", f"truth={server.base_url}", "--model", "m",
-               "-n", str(requests), "--max-tokens", "32", *level, "--out", str(out), *extra]  # fmt: skip
-        cpu = _child(cmd, pin)
+               "-n", str(requests), "--max-tokens", "32", *level, "--out", str(out), "--format", "json",
+               *extra]  # fmt: skip
+        _, output = _child(cmd, pin)
         calls = collect_calls(read_spans([str(out)], ReadStats())).calls
-    result = Result(requests=len(calls), wall_s=_served(server.records()), cpu_s=cpu)
+    levels = json.loads(output)["client"]["levels"]
+    records = server.records()
+    result = Result(
+        requests=len(calls), wall_s=_served(records), arrivals_s=_arrivals(records), cpu_in_run=True
+    )
+    result.cpu_s = sum(level["cpu_s"] for level in levels.values())
     for call in calls:
         record = server.record(call.request_id) if call.request_id else None
         if record is None or record.first_content_ns is None or call.ttft is None:
@@ -147,12 +162,12 @@ def run_guidellm(
                "--data", f"kind=json_file,path={data}", "--profile", profile,
                "--constraint", f"kind=max_requests,count={requests}", "--output", f"kind=json,path={out}",
                "--disable-progress", "--disable-console"]  # fmt: skip
-        cpu = _child(cmd, pin, {**os.environ, "HF_HUB_OFFLINE": "1"})  # no model hub
+        cpu, _ = _child(cmd, pin, {**os.environ, "HF_HUB_OFFLINE": "1"})  # no model hub
         (benchmark,) = json.loads(out.read_text())["benchmarks"]
     successful = benchmark["requests"]["successful"]
     logged = server.records()
     records = {r.request_id.removeprefix("req_")[:24]: r for r in logged}
-    result = Result(requests=len(successful), wall_s=_served(logged), cpu_s=cpu)
+    result = Result(requests=len(successful), wall_s=_served(logged), arrivals_s=_arrivals(logged), cpu_s=cpu)
     for request in successful:
         record = records.get(str(request.get("response_id", "")).removeprefix("chatcmpl-"))
         timings = request["info"]["timings"]
@@ -181,7 +196,10 @@ def _row(tool: str, load: str, results: list[Result]) -> str:
     tpot = [s.tpot_error * 100 for s in samples if s.tpot_error is not None]
     requests = sum(r.requests for r in results)
     no_tpot = len(samples) - len(tpot) + sum(r.unmatched for r in results)
-    rate = requests / sum(r.wall_s for r in results)
+    if load.startswith("rate="):  # the arrivals kept: the tail of the last requests is not the load
+        rate = sum(r.requests - 1 for r in results) / sum(r.arrivals_s for r in results)
+    else:
+        rate = requests / sum(r.wall_s for r in results)
     cpu_ms = sum(r.cpu_s for r in results) / max(requests, 1) * 1e3
     cells = [
         f"{statistics.median(ttft):+.1f} / {_q(ttft, 0.95):+.1f}" if ttft else "-",
@@ -203,7 +221,7 @@ def _max_rate(tool: str, loads: list[str], results: dict[tuple[str, str], list[R
             continue
         runs = results[load, tool]
         sent = [s.sent_error for r in runs for s in r.samples if s.sent_error is not None]
-        reached = sum(r.requests for r in runs) / sum(r.wall_s for r in runs)
+        reached = sum(r.requests - 1 for r in runs) / sum(r.arrivals_s for r in runs)
         if sent and statistics.median(sent) <= 0.005 and reached >= 0.95 * float(load[5:]):
             kept = f"{load[5:]}/s"
     return kept
@@ -259,23 +277,25 @@ def main() -> None:
             return run_guidellm(server, load, n, pin, offset_ns, guidellm)
 
         # Each tool's start-up (imports, its workers) is not a request's cost: a 2-request run each.
-        startup = {tool: run(tool, "c=1", 2).cpu_s for tool in tools}
+        startup = {"guidellm": run("guidellm", "c=1", 2).cpu_s}  # bench reports its own in-run CPU
         for round_index in range(args.rounds):
             for i, load in enumerate(loads):
                 order = list(tools) if (i + round_index) % 2 == 0 else list(reversed(tools))
                 n = max(args.n // 8, 20) if load == "c=1" else args.n
                 for tool in order:
                     result = run(tool, load, n)
-                    result.cpu_s = max(result.cpu_s - startup[tool], 0.0)
+                    if not result.cpu_in_run:
+                        result.cpu_s = max(result.cpu_s - startup.get(tool, 0.0), 0.0)
                     results.setdefault((load, tool), []).append(result)
                     print(
                         f"  {load} {tool}: {result.requests} requests in {result.wall_s:.1f} s",
                         file=sys.stderr,
                     )
     print(f"truth: {TRUTH}; {args.rounds} round(s); pinned: {pin}; load at the end {os.getloadavg()[0]:.2f}")
-    print(f"start-up CPU taken off each run: {', '.join(f'{t} {c:.2f} s' for t, c in startup.items())}")
+    print(f"guidellm's start-up CPU taken off each of its runs: {startup['guidellm']:.2f} s")
     print("| level | tool | TTFT error p50 / p95 (ms) | from request sent | first-token lag p50 / p95 (ms) "
-          "| TPOT error p50 / p95 (%) | no TPOT | req/s | client CPU per request (ms) |")  # fmt: skip
+          "| TPOT error p50 / p95 (%) | no TPOT | req/s (rate=: arrivals/s kept) "
+          "| client CPU per request (ms) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for load in loads:
         for tool in tools:
