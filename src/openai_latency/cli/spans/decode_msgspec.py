@@ -6,8 +6,9 @@ tracked by the cyclic garbage collector (``gc=False``: they hold no cycles), and
 (``strict=False``): OTLP JSON's integers written as strings (times, ``intValue``) and doubles
 written as ``"NaN"``/``"Infinity"`` are parsed in C. A line of any other shape (not JSON, a list,
 snake_case keys, base64 ids, no spans, a span without ids or with end before start, a string that
-is no number, a ``kvlistValue`` or ``bytesValue``) returns None and is read by the general reader,
-so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
+is no number, a ``kvlistValue`` or ``bytesValue``, an attribute without its key or its value)
+returns None and is read by the general reader, so both paths give the same spans and the same
+counts (tests/cli/spans/test_decode.py).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 
 class _KeyValue(msgspec.Struct, gc=False):
-    key: str | None = None
-    value: _AnyValue | None = None
+    """Both fields required: an attribute without either (rare) sends its line to the general reader,
+    and the loop over every attribute of every span checks neither."""
+
+    key: str
+    value: _AnyValue
 
 
 class _Status(msgspec.Struct, gc=False):
@@ -82,6 +86,10 @@ def decode_line(line: bytes) -> list[Span] | None:
         return None  # metrics, logs, an empty request: the general reader counts those
     result: list[Span] = []
     append = result.append
+    # the spans of a line mostly share their trace: its id checked and lowered once, one object for
+    # all (whose hash is then computed once, by the trace assembly)
+    last_trace: str | None = None
+    trace = ""
     for resource_spans in request.resourceSpans:
         service = None
         if resource_spans.resource is not None:
@@ -92,45 +100,44 @@ def decode_line(line: bytes) -> list[Span] | None:
         for scope in resource_spans.scopeSpans:
             for raw in scope.spans:
                 trace_id, span_id, parent = raw.traceId, raw.spanId, raw.parentSpanId
-                if len(trace_id) != 32 or len(span_id) != 16 or (parent and len(parent) != 16):
+                if trace_id != last_trace:
+                    if len(trace_id) != 32:
+                        return None
+                    last_trace, trace = trace_id, trace_id.lower()
+                if len(span_id) != 16 or (parent and len(parent) != 16):
                     return None
                 start, end = raw.startTimeUnixNano, raw.endTimeUnixNano
                 if start is None or end is None or end < start:
                     return None
                 attributes: dict[str, Any] = {}
                 for item in raw.attributes:
-                    key = item.key
-                    if key is None:
-                        continue
                     value = item.value
-                    if value is None:
-                        attributes[key] = None
-                        continue
                     text = value.stringValue
                     if text is not None:
-                        attributes[key] = text
+                        attributes[item.key] = text
                         continue
                     flag = value.boolValue
                     if flag is not None:
-                        attributes[key] = flag
+                        attributes[item.key] = flag
                         continue
                     whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
                     if whole is not None:
-                        attributes[key] = whole
+                        attributes[item.key] = whole
                         continue
                     number = value.doubleValue  # the phases' seconds
-                    attributes[key] = number if number is not None else _value(value)
-                code = raw.status.code if raw.status is not None else None
+                    attributes[item.key] = number if number is not None else _value(value)
+                status = raw.status
+                code = status.code if status is not None else None
                 append(
                     Span(
-                        trace_id.lower(),
+                        trace,
                         span_id.lower(),
                         parent.lower(),
                         raw.name,
                         start,
                         end,
                         attributes,
-                        code == 2 or code == "STATUS_CODE_ERROR",
+                        code is not None and (code == 2 or code == "STATUS_CODE_ERROR"),
                         service,
                     )
                 )

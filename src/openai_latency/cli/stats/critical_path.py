@@ -24,11 +24,12 @@ latest end, the top spans are its children, and the time none covers is ``self``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..spans.traces import AGENT, LLM, OTHER, PHASE, SERVER, TOOL, Node, Trace
-from .server_join import JOINED, ServerSplit, servers_by_call, split_call
+from .server_join import JOINED, NO_SERVER_SPAN, ServerSplit, servers_by_call, split_call
 
 #: Clamps up to this long are clock skew between services; also the server join's tolerance.
 SKEW_BOUND_S: Final = 0.010
@@ -126,11 +127,16 @@ class _Tree:
         nodes = trace.nodes
         self.by_id = by_id = {node.span_id: node for node in nodes}
         self.phases: dict[str, list[Node]] = {}
+        phases = self.phases
         for node in nodes:
             if node.kind == PHASE:
                 parent = by_id.get(node.parent_id)
                 if parent is not None and parent.kind != PHASE:
-                    self.phases.setdefault(parent.span_id, []).append(node)
+                    siblings = phases.get(parent.span_id)
+                    if siblings is None:
+                        phases[parent.span_id] = [node]
+                    else:
+                        siblings.append(node)
                     if parent.kind != LLM and parent.call is not None:
                         parent.kind = LLM  # a span of ours with phase children is an operation
         for call_id in self.phases:  # a framework's span around our call (OpenLLMetry's
@@ -143,7 +149,7 @@ class _Tree:
         self.orphans = 0
         self.caller_missing = False
         if roots:
-            self.root = min(roots, key=lambda n: (n.start_ns, -n.end_ns))
+            self.root = roots[0] if len(roots) == 1 else min(roots, key=lambda n: (n.start_ns, -n.end_ns))
             self.root_name: str | None = self.root.name
             self.orphans = len(tops) - 1
         elif len(tops) == 1:  # the entry span of a service whose caller does not export (traceparent)
@@ -156,11 +162,17 @@ class _Tree:
             self.root = Node(_ROOT_ID, "", "", start, end, AGENT)
             self.root_name = None
         self.children: dict[str, list[Node]] = {}
+        children = self.children
+        root = self.root
         for node in nodes:
-            if node.kind in (PHASE, SERVER) or node is self.root:
+            if node.kind in (PHASE, SERVER) or node is root:
                 continue
-            parent_id = node.parent_id if node.parent_id in by_id else self.root.span_id
-            self.children.setdefault(parent_id, []).append(node)
+            parent_id = node.parent_id if node.parent_id in by_id else root.span_id
+            kids = children.get(parent_id)
+            if kids is None:
+                children[parent_id] = [node]
+            else:
+                kids.append(node)
         self.window: dict[str, tuple[int, int]] = {}
         self.clamped = self.outside = 0
         self.clamp_max_ns = 0
@@ -232,14 +244,18 @@ class _Tree:
         return Segment(start, end, category, node.name or "(root missing)", node.span_id)
 
 
-def _phases(node: Node, phase_nodes: list[Node]) -> dict[str, float]:
+def _phases(node: Node, phase_nodes: Sequence[Node]) -> tuple[dict[str, float], int]:
+    """The call's phases (by its phase spans, else its attributes) and its attempts (network_wait spans)."""
     if phase_nodes:
         phases: dict[str, float] = {}
+        attempts = 0
         for phase in phase_nodes:
             name = phase.phase or phase.name
+            if phase.phase == "network_wait":
+                attempts += 1
             phases[name] = phases.get(name, 0.0) + (phase.end_ns - phase.start_ns) / 1e9
-        return phases
-    return dict(node.call.phases) if node.call is not None else {}
+        return phases, attempts
+    return (dict(node.call.phases) if node.call is not None else {}), 0
 
 
 def _in_tool(node: Node, by_id: dict[str, Node]) -> bool:
@@ -268,15 +284,17 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
     calls: list[TurnCall] = []
     llm_phases: dict[str, float] = {}
     server_path: ServerSplit | None = None
+    phase_nodes = tree.phases
     for node in trace.nodes:
         if node.kind != LLM:
             continue
-        phase_nodes = tree.phases.get(node.span_id, [])
-        phases = _phases(node, phase_nodes)
+        phases, attempts = _phases(node, phase_nodes.get(node.span_id, ()))
         call = node.call
-        attempts = sum(1 for phase in phase_nodes if phase.phase == "network_wait")
         retries = max(node.retries, len(call.retry_reasons) if call else 0, attempts - 1)
-        split, status = split_call(node.start_ns, node.end_ns, servers.get(node.span_id, []), skew_bound_s)
+        below = servers.get(node.span_id)
+        split, status = (
+            split_call(node.start_ns, node.end_ns, below, skew_bound_s) if below else (None, NO_SERVER_SPAN)
+        )
         calls.append(
             TurnCall(
                 node.span_id, node.name, node.start_ns, node.end_ns, node.span_id in on_path, phases,
