@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 
-from .decode import any_value
 from .names import SERVICE_NAME
 from .span import Span
 
@@ -30,7 +29,13 @@ class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     boolValue: bool | None = None
     intValue: int | None = None
     doubleValue: float | None = None
-    arrayValue: Any = None
+    arrayValue: _ArrayValue | None = None
+
+
+class _ArrayValue(msgspec.Struct, gc=False):
+    """Typed, as the values are: no dict per element for :func:`.decode.any_value` to read."""
+
+    values: list[_AnyValue] = []
 
 
 class _KeyValue(msgspec.Struct, gc=False):
@@ -46,12 +51,14 @@ class _Status(msgspec.Struct, gc=False):
 
 
 class _Span(msgspec.Struct, gc=False):
+    """The times required: a span without either (rare) sends its line to the general reader."""
+
+    startTimeUnixNano: int
+    endTimeUnixNano: int
     traceId: str = ""
     spanId: str = ""
     parentSpanId: str = ""
     name: str = ""
-    startTimeUnixNano: int | None = None
-    endTimeUnixNano: int | None = None
     attributes: list[_KeyValue] = []
     status: _Status | None = None
 
@@ -107,7 +114,7 @@ def decode_line(line: bytes) -> list[Span] | None:
                 if len(span_id) != 16 or (parent and len(parent) != 16):
                     return None
                 start, end = raw.startTimeUnixNano, raw.endTimeUnixNano
-                if start is None or end is None or end < start:
+                if end < start:
                     return None
                 attributes: dict[str, Any] = {}
                 for item in raw.attributes:
@@ -145,7 +152,7 @@ def decode_line(line: bytes) -> list[Span] | None:
 
 
 def _value(value: _AnyValue | None) -> Any:
-    """:func:`any_value`'s answer, in its order of precedence."""
+    """:func:`.decode.any_value`'s answer, in its order of precedence."""
     if value is None:
         return None
     if value.stringValue is not None:
@@ -157,5 +164,5 @@ def _value(value: _AnyValue | None) -> Any:
     if value.doubleValue is not None:
         return value.doubleValue
     if value.arrayValue is not None:
-        return any_value({"arrayValue": value.arrayValue})
+        return [_value(item) for item in value.arrayValue.values]
     return None

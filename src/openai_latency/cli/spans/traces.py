@@ -33,6 +33,8 @@ from .span import Span
 
 #: Spans read after a trace's root before the trace is handed on.
 WINDOW: Final = 100_000
+#: :func:`assemble_traces`'s release point when no rooted trace waits: beyond any span count.
+_NONE_WAITS: Final = 1 << 62
 TOOL_OPERATION: Final = "execute_tool"
 AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "create_agent"})
 #: OpenInference's own convention (its instrumentations set no ``gen_ai.operation.name``).
@@ -236,7 +238,7 @@ def assemble_traces(
     rooted: deque[tuple[int, str]] = deque()  # (span count when the root came, trace id)
     done: set[str] = set()
     held = most = count = 0
-    release = -1  # the span count at which the oldest rooted trace is handed on (-1: none waits)
+    release = _NONE_WAITS  # the span count at which the oldest rooted trace is handed on
     for span in spans:
         count += 1
         trace_id = span.trace_id
@@ -251,13 +253,13 @@ def assemble_traces(
         held += 1
         if not span.parent_span_id:
             rooted.append((count, trace_id))
-            if release < 0:
+            if release == _NONE_WAITS:
                 release = count + window
-        if held > most:
-            most = held
-        while 0 <= release <= count:
+        while release <= count:
+            if held > most:  # held grows until a trace is handed on: its most is right before
+                most = held
             _, finished = rooted.popleft()
-            release = rooted[0][0] + window if rooted else -1
+            release = rooted[0][0] + window if rooted else _NONE_WAITS
             ready = open_traces.pop(finished, None)
             if ready is not None:
                 done.add(finished)
@@ -265,7 +267,7 @@ def assemble_traces(
                 stats.traces += 1
                 stats.max_open_nodes = max(stats.max_open_nodes, most)
                 yield Trace(finished, ready)
-    stats.max_open_nodes = max(stats.max_open_nodes, most)
+    stats.max_open_nodes = max(stats.max_open_nodes, most, held)
     stats.spans += count
     for trace_id, nodes in open_traces.items():
         stats.traces += 1

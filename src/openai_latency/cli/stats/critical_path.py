@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Final
 
 from ..spans.traces import AGENT, LLM, OTHER, PHASE, SERVER, TOOL, Node, Trace
@@ -36,6 +37,7 @@ SKEW_BOUND_S: Final = 0.010
 CATEGORIES: Final = ("llm", "tool", "other", "self")
 _CATEGORY = {LLM: "llm", TOOL: "tool", AGENT: "self"}
 _ROOT_ID: Final = "\x00root"
+_START: Final = attrgetter("start_ns")
 
 
 @dataclass(slots=True)
@@ -117,7 +119,7 @@ class Turn:
             call.phases = {}
 
     def dominant(self) -> str:
-        return max(CATEGORIES, key=lambda name: self.path[name])
+        return max(CATEGORIES, key=self.path.__getitem__)
 
 
 class _Tree:
@@ -180,34 +182,37 @@ class _Tree:
 
     def _clamp(self) -> None:
         root = self.root
-        self.window[root.span_id] = (root.start_ns, root.end_ns)
+        window, children = self.window, self.children
+        window[root.span_id] = (root.start_ns, root.end_ns)
         stack = [root]
         while stack:
             parent = stack.pop()
-            low, high = self.window[parent.span_id]
+            low, high = window[parent.span_id]
             kept = []
-            for child in self.children.get(parent.span_id, ()):
-                if child.end_ns < low or child.start_ns > high:
+            for child in children.get(parent.span_id, ()):
+                start, end = child.start_ns, child.end_ns
+                if end < low or start > high:
                     self.outside += 1
                     continue
-                start, end = max(child.start_ns, low), min(child.end_ns, high)
-                cut = (start - child.start_ns) + (child.end_ns - end)
-                if cut:
+                if start < low or end > high:  # max(start, low), min(end, high)
+                    cut = (low - start if start < low else 0) + (end - high if end > high else 0)
+                    start, end = max(start, low), min(end, high)
                     self.clamped += 1
                     self.clamp_max_ns = max(self.clamp_max_ns, cut)
-                self.window[child.span_id] = (start, end)
+                window[child.span_id] = (start, end)
                 kept.append(child)
                 if child.kind != LLM:
                     stack.append(child)
+            if len(kept) > 1:
+                kept.sort(key=lambda n: window[n.span_id][1], reverse=True)
             if kept:
-                kept.sort(key=lambda n: self.window[n.span_id][1], reverse=True)
-                self.children[parent.span_id] = kept
+                children[parent.span_id] = kept
             else:
-                self.children.pop(parent.span_id, None)
+                children.pop(parent.span_id, None)
 
     def walk(self) -> list[Segment]:
         """The path, latest first: Jaeger's rule, iteratively (a deep trace needs no recursion)."""
-        segments: list[Segment] = []
+        pieces: list[tuple[Node, int, int]] = []  # (owner, start, end): made Segments at the end
         window = self.window
         root = self.root
         # frames: [span, the current point, its children latest-ending first, next child to look at]
@@ -225,23 +230,25 @@ class _Tree:
                 frame[3] = index + 1
                 start, end = window[child.span_id]
                 if end < point:
-                    segments.append(self._segment(node, end, point))
+                    pieces.append((node, end, point))
                 frame[1] = start
                 grandchildren = self.children.get(child.span_id)
                 if child.kind == LLM or not grandchildren:
-                    segments.append(self._segment(child, start, end))
+                    pieces.append((child, start, end))
                 else:
                     stack.append([child, end, grandchildren, 0])
             else:
                 start = window[node.span_id][0]
                 if start < point:
-                    segments.append(self._segment(node, start, point))
+                    pieces.append((node, start, point))
                 stack.pop()
-        return segments
-
-    def _segment(self, node: Node, start: int, end: int) -> Segment:
-        category = "self" if node is self.root else _CATEGORY.get(node.kind, "other")
-        return Segment(start, end, category, node.name or "(root missing)", node.span_id)
+        return [
+            Segment(
+                start, end, "self" if node is root else _CATEGORY.get(node.kind, "other"),
+                node.name or "(root missing)", node.span_id,
+            )
+            for node, start, end in pieces
+        ]  # fmt: skip
 
 
 def _phases(node: Node, phase_nodes: Sequence[Node]) -> tuple[dict[str, float], int]:
@@ -313,14 +320,15 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
         if split is not None and status == JOINED:
             server_path = server_path or ServerSplit()
             server_path.add(split, scale)
-    calls.sort(key=lambda c: c.start_ns)
+    calls.sort(key=_START)
     root = tree.root
     turn = Turn(
         trace.trace_id, tree.root_name, root.service, root.start_ns, root.end_ns, path, llm_phases,
         segments, calls, len(trace.nodes), tree.clamped, tree.clamp_max_ns / 1e9, tree.outside,
         tree.orphans, detached, server_path,
     )  # fmt: skip
-    turn.server_only = all(node.kind == SERVER for node in trace.nodes)
+    nodes = trace.nodes  # the first node answers for most traces, without a generator
+    turn.server_only = not nodes or (nodes[0].kind == SERVER and all(node.kind == SERVER for node in nodes))
     turn.caller_missing = tree.caller_missing
     if turn.server_only and trace.nodes:  # its root is the server's span
         turn.root = trace.nodes[0].name
@@ -349,9 +357,9 @@ def turn_notes(turn: Turn, skew_bound_s: float = SKEW_BOUND_S) -> list[str]:
         notes.append(f"{turn.clamped} span(s) clamped to their parent (up to {largest}, {why})")
     if turn.outside:
         notes.append(f"{turn.outside} span(s) wholly outside their parent: left off the path")
-    failed = [call for call in turn.calls if call.server_status not in (JOINED, "no_server_span")]
-    for call in failed:
-        notes.append(f"server split of {call.name} not given: {call.server_status.replace('_', ' ')}")
+    for call in turn.calls:
+        if call.server_status not in (JOINED, NO_SERVER_SPAN):
+            notes.append(f"server split of {call.name} not given: {call.server_status.replace('_', ' ')}")
     if turn.detached_server_spans:
         missing = sum(1 for call in turn.calls if call.server_status == "no_server_span")
         notes.append(
