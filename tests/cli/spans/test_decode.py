@@ -114,3 +114,50 @@ def test_times_as_strings_or_numbers(
         assert _comparable(spans) == _comparable(_read(path, False, monkeypatch))
     else:  # a bad span: neither reader makes one of it
         assert spans == [] == _read(path, False, monkeypatch)
+
+
+def _spans_line(spans: list[dict[str, Any]]) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+
+
+def test_ids_of_any_case_read_lowercase_by_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line's spans share their trace id's lowering (the fast path lowers it once per trace); an id
+    in capitals, or one trace after another in the line, still gives each span its own ids."""
+    upper = TRACE.upper()
+    other = "1" * 32
+    spans = [
+        {"traceId": upper, "spanId": "B7AD6B7169203331", "parentSpanId": "00F067AA0BA902B7"},
+        {"traceId": TRACE, "spanId": "b7ad6b7169203332"},
+        {"traceId": other, "spanId": "b7ad6b7169203333"},
+        {"traceId": upper, "spanId": "b7ad6b7169203334"},
+    ]
+    for span in spans:
+        span.update(name="s", startTimeUnixNano="1", endTimeUnixNano="2")
+    path = tmp_path / "spans.jsonl"
+    path.write_text(_spans_line(spans) + "\n")
+    assert decode_line(path.read_bytes().rstrip()) is not None  # the fast path took it
+    read = _read(path, True, monkeypatch)
+    assert [(s.trace_id, s.span_id, s.parent_span_id) for s in read] == [
+        (TRACE, "b7ad6b7169203331", "00f067aa0ba902b7"),
+        (TRACE, "b7ad6b7169203332", ""),
+        (other, "b7ad6b7169203333", ""),
+        (TRACE, "b7ad6b7169203334", ""),
+    ]
+    assert _comparable(read) == _comparable(_read(path, False, monkeypatch))
+
+
+NO_KEY_OR_VALUE = [{"key": "k"}, {"value": {"stringValue": "v"}}, {"key": "k", "value": None}]
+
+
+@pytest.mark.parametrize("attribute", NO_KEY_OR_VALUE)
+def test_an_attribute_without_key_or_value_goes_to_the_general_reader(
+    attribute: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    span = {"traceId": TRACE, "spanId": "b7ad6b7169203331", "name": "s", "startTimeUnixNano": "1"}
+    span.update(endTimeUnixNano="2", attributes=[attribute, {"key": "x", "value": {"intValue": "3"}}])
+    path = tmp_path / "spans.jsonl"
+    path.write_text(_spans_line([span]) + "\n")
+    assert decode_line(path.read_bytes().rstrip()) is None
+    read = _read(path, True, monkeypatch)
+    assert len(read) == 1 and read[0].attributes["x"] == 3
+    assert _comparable(read) == _comparable(_read(path, False, monkeypatch))

@@ -5,6 +5,7 @@ JSON of DESIGN.md §12 (``traces[]``, ``groups[]``)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Final
 
 from ..spans.names import phase_sort_key
@@ -14,6 +15,10 @@ from ..stats.server_join import JOINED, NO_SERVER_SPAN
 from ..stats.turns import SlowTurn, TurnGroup
 from .tables import table
 from .text import format_duration, format_share
+
+#: :func:`phase_sort_key` of each phase name, computed once: a trace's JSON sorts its phases, 73,000
+#: times on 1 M spans.
+_phase_key = lru_cache(maxsize=256)(phase_sort_key)
 
 #: The categories in words.
 WORDS: Final = {"llm": "model", "tool": "tools", "other": "other spans", "self": "own code"}
@@ -173,6 +178,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         retries += call.retries
         errors += call.error_type is not None
     start_ns = turn.start_ns
+    llm_phases = turn.llm_phases
     return {
         "trace_id": turn.trace_id,
         "root": turn.root,
@@ -186,7 +192,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "errors": errors,
         "critical_path": {
             **turn.path,
-            "llm_phases": dict(sorted(turn.llm_phases.items(), key=lambda item: phase_sort_key(item[0]))),
+            "llm_phases": {name: llm_phases[name] for name in sorted(llm_phases, key=_phase_key)},
             "server": turn.server_path.as_dict() if turn.server_path is not None else None,
         },
         "dominant": turn.dominant(),

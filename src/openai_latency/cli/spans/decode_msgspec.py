@@ -6,8 +6,9 @@ tracked by the cyclic garbage collector (``gc=False``: they hold no cycles), and
 (``strict=False``): OTLP JSON's integers written as strings (times, ``intValue``) and doubles
 written as ``"NaN"``/``"Infinity"`` are parsed in C. A line of any other shape (not JSON, a list,
 snake_case keys, base64 ids, no spans, a span without ids or with end before start, a string that
-is no number, a ``kvlistValue`` or ``bytesValue``) returns None and is read by the general reader,
-so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
+is no number, a ``kvlistValue`` or ``bytesValue``, an attribute without its key or its value)
+returns None and is read by the general reader, so both paths give the same spans and the same
+counts (tests/cli/spans/test_decode.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 import msgspec
 
-from .decode import any_value
 from .names import SERVICE_NAME
 from .span import Span
 
@@ -29,12 +29,21 @@ class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     boolValue: bool | None = None
     intValue: int | None = None
     doubleValue: float | None = None
-    arrayValue: Any = None
+    arrayValue: _ArrayValue | None = None
+
+
+class _ArrayValue(msgspec.Struct, gc=False):
+    """Typed, as the values are: no dict per element for :func:`.decode.any_value` to read."""
+
+    values: list[_AnyValue] = []
 
 
 class _KeyValue(msgspec.Struct, gc=False):
-    key: str | None = None
-    value: _AnyValue | None = None
+    """Both fields required: an attribute without either (rare) sends its line to the general reader,
+    and the loop over every attribute of every span checks neither."""
+
+    key: str
+    value: _AnyValue
 
 
 class _Status(msgspec.Struct, gc=False):
@@ -42,12 +51,14 @@ class _Status(msgspec.Struct, gc=False):
 
 
 class _Span(msgspec.Struct, gc=False):
+    """The times required: a span without either (rare) sends its line to the general reader."""
+
+    startTimeUnixNano: int
+    endTimeUnixNano: int
     traceId: str = ""
     spanId: str = ""
     parentSpanId: str = ""
     name: str = ""
-    startTimeUnixNano: int | None = None
-    endTimeUnixNano: int | None = None
     attributes: list[_KeyValue] = []
     status: _Status | None = None
 
@@ -82,6 +93,10 @@ def decode_line(line: bytes) -> list[Span] | None:
         return None  # metrics, logs, an empty request: the general reader counts those
     result: list[Span] = []
     append = result.append
+    # the spans of a line mostly share their trace: its id checked and lowered once, one object for
+    # all (whose hash is then computed once, by the trace assembly)
+    last_trace: str | None = None
+    trace = ""
     for resource_spans in request.resourceSpans:
         service = None
         if resource_spans.resource is not None:
@@ -92,45 +107,44 @@ def decode_line(line: bytes) -> list[Span] | None:
         for scope in resource_spans.scopeSpans:
             for raw in scope.spans:
                 trace_id, span_id, parent = raw.traceId, raw.spanId, raw.parentSpanId
-                if len(trace_id) != 32 or len(span_id) != 16 or (parent and len(parent) != 16):
+                if trace_id != last_trace:
+                    if len(trace_id) != 32:
+                        return None
+                    last_trace, trace = trace_id, trace_id.lower()
+                if len(span_id) != 16 or (parent and len(parent) != 16):
                     return None
                 start, end = raw.startTimeUnixNano, raw.endTimeUnixNano
-                if start is None or end is None or end < start:
+                if end < start:
                     return None
                 attributes: dict[str, Any] = {}
                 for item in raw.attributes:
-                    key = item.key
-                    if key is None:
-                        continue
                     value = item.value
-                    if value is None:
-                        attributes[key] = None
-                        continue
                     text = value.stringValue
                     if text is not None:
-                        attributes[key] = text
+                        attributes[item.key] = text
                         continue
                     flag = value.boolValue
                     if flag is not None:
-                        attributes[key] = flag
+                        attributes[item.key] = flag
                         continue
                     whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
                     if whole is not None:
-                        attributes[key] = whole
+                        attributes[item.key] = whole
                         continue
                     number = value.doubleValue  # the phases' seconds
-                    attributes[key] = number if number is not None else _value(value)
-                code = raw.status.code if raw.status is not None else None
+                    attributes[item.key] = number if number is not None else _value(value)
+                status = raw.status
+                code = status.code if status is not None else None
                 append(
                     Span(
-                        trace_id.lower(),
+                        trace,
                         span_id.lower(),
                         parent.lower(),
                         raw.name,
                         start,
                         end,
                         attributes,
-                        code == 2 or code == "STATUS_CODE_ERROR",
+                        code is not None and (code == 2 or code == "STATUS_CODE_ERROR"),
                         service,
                     )
                 )
@@ -138,7 +152,7 @@ def decode_line(line: bytes) -> list[Span] | None:
 
 
 def _value(value: _AnyValue | None) -> Any:
-    """:func:`any_value`'s answer, in its order of precedence."""
+    """:func:`.decode.any_value`'s answer, in its order of precedence."""
     if value is None:
         return None
     if value.stringValue is not None:
@@ -150,5 +164,5 @@ def _value(value: _AnyValue | None) -> Any:
     if value.doubleValue is not None:
         return value.doubleValue
     if value.arrayValue is not None:
-        return any_value({"arrayValue": value.arrayValue})
+        return [_value(item) for item in value.arrayValue.values]
     return None

@@ -33,6 +33,8 @@ from .span import Span
 
 #: Spans read after a trace's root before the trace is handed on.
 WINDOW: Final = 100_000
+#: :func:`assemble_traces`'s release point when no rooted trace waits: beyond any span count.
+_NONE_WAITS: Final = 1 << 62
 TOOL_OPERATION: Final = "execute_tool"
 AGENT_OPERATIONS: Final = frozenset({"invoke_agent", "create_agent"})
 #: OpenInference's own convention (its instrumentations set no ``gen_ai.operation.name``).
@@ -54,7 +56,7 @@ SERVER_FIELDS: Final = (
     ("e2e", SERVER_E2E),
 )
 
-_SERVER_KEYS: Final = tuple(key for _, key in SERVER_FIELDS)
+_SERVER_KEYS: Final = frozenset(key for _, key in SERVER_FIELDS)
 
 LLM: Final = "llm"
 PHASE: Final = "phase"
@@ -94,6 +96,7 @@ def call_facts(span: Span, shared: Shared) -> CallFacts:
     if error is None and span.status_error:
         error = "_OTHER"
     reasons = get(names.RETRY_ERROR_TYPES)
+    input_tokens = get(names.INPUT_TOKENS)
     output_tokens = get(names.OUTPUT_TOKENS)
     if output_tokens is None:
         output_tokens = get(names.BENCH_OUTPUT_CHUNKS)
@@ -101,8 +104,9 @@ def call_facts(span: Span, shared: Shared) -> CallFacts:
         phases,
         None if error is None else shared.text(str(error)),
         tuple(str(item) for item in reasons) if isinstance(reasons, (list, tuple)) else (),
-        _count(get(names.INPUT_TOKENS)),
-        _count(output_tokens),
+        # _count's answer for an int (the usual value) without the call
+        input_tokens if input_tokens.__class__ is int else _count(input_tokens),
+        output_tokens if output_tokens.__class__ is int else _count(output_tokens),
     )
 
 
@@ -148,6 +152,8 @@ class TraceReadStats:
 def kind_of(attributes: dict[str, Any]) -> str:
     """The node's kind from the span's own attributes (an ``other`` span with phase children is
     made ``llm`` later, by the tree)."""
+    if not attributes:  # an application's root span, often: what the checks below answer
+        return OTHER
     if attributes.get(names.PHASE).__class__ is str:
         return PHASE
     operation = attributes.get(names.OPERATION_NAME)
@@ -161,9 +167,9 @@ def kind_of(attributes: dict[str, Any]) -> str:
             return TOOL
         if openinference == "AGENT":
             return AGENT
-    for key in _SERVER_KEYS:  # a few lookups, not a scan of every attribute of every span
-        if key in attributes:
-            return SERVER
+    # any server key: a few lookups in C (the shorter of the two is iterated), not a Python loop
+    if not attributes.keys().isdisjoint(_SERVER_KEYS):
+        return SERVER
     if is_operation(attributes):
         return LLM
     return OTHER
@@ -185,25 +191,28 @@ def server_fields(attributes: dict[str, Any]) -> dict[str, float]:
 
 def to_node(span: Span, shared: Shared) -> Node:
     attributes = span.attributes
+    setdefault = shared.texts.setdefault  # Shared.text, inline: once or twice for every span
+    name, service = span.name, span.service
+    if service is not None:
+        service = setdefault(service, service)
+    error = span.status_error or names.ERROR_TYPE in attributes
+    phase = attributes.get(names.PHASE)
+    if phase.__class__ is str:  # kind_of's first answer, inline: most spans are phase spans
+        return Node(
+            span.span_id, span.parent_span_id, setdefault(name, name), span.start_ns, span.end_ns, PHASE,
+            service, error, setdefault(phase, phase),
+        )  # fmt: skip
     kind = kind_of(attributes)
     node = Node(
-        span.span_id,
-        span.parent_span_id,
-        shared.text(span.name),
-        span.start_ns,
-        span.end_ns,
-        kind,
-        shared.optional(span.service),
-        span.status_error or names.ERROR_TYPE in attributes,
-    )
-    if kind == PHASE:
-        node.phase = shared.text(attributes[names.PHASE])
-    elif kind == LLM or (kind == OTHER and _may_be_call(attributes)):
+        span.span_id, span.parent_span_id, setdefault(name, name), span.start_ns, span.end_ns, kind,
+        service, error,
+    )  # fmt: skip
+    if kind == LLM or (kind == OTHER and _may_be_call(attributes)):
         node.call = call_facts(span, shared)
         resend = attributes.get(names.RESEND_COUNT)
         if isinstance(resend, str) and resend.isdigit():
             resend = int(resend)
-        if isinstance(resend, int) and not isinstance(resend, bool) and resend > 0:
+        if isinstance(resend, int) and resend > 0 and not isinstance(resend, bool):
             node.retries = resend
     elif kind == SERVER:
         node.server = server_fields(attributes)
@@ -213,7 +222,10 @@ def to_node(span: Span, shared: Shared) -> Node:
 def _may_be_call(attributes: dict[str, Any]) -> bool:
     """A span of a GenAI instrumentation without operation attributes: an operation if phase spans
     turn up below it (see :func:`~.collect.collect_calls`)."""
-    return any(key.startswith(names.OUR_PREFIXES) for key in attributes)
+    for key in attributes:  # noqa: SIM110 - a loop, not any() over a generator: cheaper for few keys
+        if key.startswith(names.OUR_PREFIXES):
+            return True
+    return False
 
 
 def assemble_traces(
@@ -226,7 +238,7 @@ def assemble_traces(
     rooted: deque[tuple[int, str]] = deque()  # (span count when the root came, trace id)
     done: set[str] = set()
     held = most = count = 0
-    release = -1  # the span count at which the oldest rooted trace is handed on (-1: none waits)
+    release = _NONE_WAITS  # the span count at which the oldest rooted trace is handed on
     for span in spans:
         count += 1
         trace_id = span.trace_id
@@ -241,13 +253,13 @@ def assemble_traces(
         held += 1
         if not span.parent_span_id:
             rooted.append((count, trace_id))
-            if release < 0:
+            if release == _NONE_WAITS:
                 release = count + window
-        if held > most:
-            most = held
-        while 0 <= release <= count:
+        while release <= count:
+            if held > most:  # held grows until a trace is handed on: its most is right before
+                most = held
             _, finished = rooted.popleft()
-            release = rooted[0][0] + window if rooted else -1
+            release = rooted[0][0] + window if rooted else _NONE_WAITS
             ready = open_traces.pop(finished, None)
             if ready is not None:
                 done.add(finished)
@@ -255,7 +267,7 @@ def assemble_traces(
                 stats.traces += 1
                 stats.max_open_nodes = max(stats.max_open_nodes, most)
                 yield Trace(finished, ready)
-    stats.max_open_nodes = max(stats.max_open_nodes, most)
+    stats.max_open_nodes = max(stats.max_open_nodes, most, held)
     stats.spans += count
     for trace_id, nodes in open_traces.items():
         stats.traces += 1

@@ -24,17 +24,20 @@ latest end, the top spans are its children, and the time none covers is ``self``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Final
 
 from ..spans.traces import AGENT, LLM, OTHER, PHASE, SERVER, TOOL, Node, Trace
-from .server_join import JOINED, ServerSplit, servers_by_call, split_call
+from .server_join import JOINED, NO_SERVER_SPAN, ServerSplit, servers_by_call, split_call
 
 #: Clamps up to this long are clock skew between services; also the server join's tolerance.
 SKEW_BOUND_S: Final = 0.010
 CATEGORIES: Final = ("llm", "tool", "other", "self")
 _CATEGORY = {LLM: "llm", TOOL: "tool", AGENT: "self"}
 _ROOT_ID: Final = "\x00root"
+_START: Final = attrgetter("start_ns")
 
 
 @dataclass(slots=True)
@@ -116,7 +119,7 @@ class Turn:
             call.phases = {}
 
     def dominant(self) -> str:
-        return max(CATEGORIES, key=lambda name: self.path[name])
+        return max(CATEGORIES, key=self.path.__getitem__)
 
 
 class _Tree:
@@ -126,11 +129,16 @@ class _Tree:
         nodes = trace.nodes
         self.by_id = by_id = {node.span_id: node for node in nodes}
         self.phases: dict[str, list[Node]] = {}
+        phases = self.phases
         for node in nodes:
             if node.kind == PHASE:
                 parent = by_id.get(node.parent_id)
                 if parent is not None and parent.kind != PHASE:
-                    self.phases.setdefault(parent.span_id, []).append(node)
+                    siblings = phases.get(parent.span_id)
+                    if siblings is None:
+                        phases[parent.span_id] = [node]
+                    else:
+                        siblings.append(node)
                     if parent.kind != LLM and parent.call is not None:
                         parent.kind = LLM  # a span of ours with phase children is an operation
         for call_id in self.phases:  # a framework's span around our call (OpenLLMetry's
@@ -143,7 +151,7 @@ class _Tree:
         self.orphans = 0
         self.caller_missing = False
         if roots:
-            self.root = min(roots, key=lambda n: (n.start_ns, -n.end_ns))
+            self.root = roots[0] if len(roots) == 1 else min(roots, key=lambda n: (n.start_ns, -n.end_ns))
             self.root_name: str | None = self.root.name
             self.orphans = len(tops) - 1
         elif len(tops) == 1:  # the entry span of a service whose caller does not export (traceparent)
@@ -156,11 +164,17 @@ class _Tree:
             self.root = Node(_ROOT_ID, "", "", start, end, AGENT)
             self.root_name = None
         self.children: dict[str, list[Node]] = {}
+        children = self.children
+        root = self.root
         for node in nodes:
-            if node.kind in (PHASE, SERVER) or node is self.root:
+            if node.kind in (PHASE, SERVER) or node is root:
                 continue
-            parent_id = node.parent_id if node.parent_id in by_id else self.root.span_id
-            self.children.setdefault(parent_id, []).append(node)
+            parent_id = node.parent_id if node.parent_id in by_id else root.span_id
+            kids = children.get(parent_id)
+            if kids is None:
+                children[parent_id] = [node]
+            else:
+                kids.append(node)
         self.window: dict[str, tuple[int, int]] = {}
         self.clamped = self.outside = 0
         self.clamp_max_ns = 0
@@ -168,34 +182,37 @@ class _Tree:
 
     def _clamp(self) -> None:
         root = self.root
-        self.window[root.span_id] = (root.start_ns, root.end_ns)
+        window, children = self.window, self.children
+        window[root.span_id] = (root.start_ns, root.end_ns)
         stack = [root]
         while stack:
             parent = stack.pop()
-            low, high = self.window[parent.span_id]
+            low, high = window[parent.span_id]
             kept = []
-            for child in self.children.get(parent.span_id, ()):
-                if child.end_ns < low or child.start_ns > high:
+            for child in children.get(parent.span_id, ()):
+                start, end = child.start_ns, child.end_ns
+                if end < low or start > high:
                     self.outside += 1
                     continue
-                start, end = max(child.start_ns, low), min(child.end_ns, high)
-                cut = (start - child.start_ns) + (child.end_ns - end)
-                if cut:
+                if start < low or end > high:  # max(start, low), min(end, high)
+                    cut = (low - start if start < low else 0) + (end - high if end > high else 0)
+                    start, end = max(start, low), min(end, high)
                     self.clamped += 1
                     self.clamp_max_ns = max(self.clamp_max_ns, cut)
-                self.window[child.span_id] = (start, end)
+                window[child.span_id] = (start, end)
                 kept.append(child)
                 if child.kind != LLM:
                     stack.append(child)
+            if len(kept) > 1:
+                kept.sort(key=lambda n: window[n.span_id][1], reverse=True)
             if kept:
-                kept.sort(key=lambda n: self.window[n.span_id][1], reverse=True)
-                self.children[parent.span_id] = kept
+                children[parent.span_id] = kept
             else:
-                self.children.pop(parent.span_id, None)
+                children.pop(parent.span_id, None)
 
     def walk(self) -> list[Segment]:
         """The path, latest first: Jaeger's rule, iteratively (a deep trace needs no recursion)."""
-        segments: list[Segment] = []
+        pieces: list[tuple[Node, int, int]] = []  # (owner, start, end): made Segments at the end
         window = self.window
         root = self.root
         # frames: [span, the current point, its children latest-ending first, next child to look at]
@@ -213,33 +230,39 @@ class _Tree:
                 frame[3] = index + 1
                 start, end = window[child.span_id]
                 if end < point:
-                    segments.append(self._segment(node, end, point))
+                    pieces.append((node, end, point))
                 frame[1] = start
                 grandchildren = self.children.get(child.span_id)
                 if child.kind == LLM or not grandchildren:
-                    segments.append(self._segment(child, start, end))
+                    pieces.append((child, start, end))
                 else:
                     stack.append([child, end, grandchildren, 0])
             else:
                 start = window[node.span_id][0]
                 if start < point:
-                    segments.append(self._segment(node, start, point))
+                    pieces.append((node, start, point))
                 stack.pop()
-        return segments
+        return [
+            Segment(
+                start, end, "self" if node is root else _CATEGORY.get(node.kind, "other"),
+                node.name or "(root missing)", node.span_id,
+            )
+            for node, start, end in pieces
+        ]  # fmt: skip
 
-    def _segment(self, node: Node, start: int, end: int) -> Segment:
-        category = "self" if node is self.root else _CATEGORY.get(node.kind, "other")
-        return Segment(start, end, category, node.name or "(root missing)", node.span_id)
 
-
-def _phases(node: Node, phase_nodes: list[Node]) -> dict[str, float]:
+def _phases(node: Node, phase_nodes: Sequence[Node]) -> tuple[dict[str, float], int]:
+    """The call's phases (by its phase spans, else its attributes) and its attempts (network_wait spans)."""
     if phase_nodes:
         phases: dict[str, float] = {}
+        attempts = 0
         for phase in phase_nodes:
             name = phase.phase or phase.name
+            if phase.phase == "network_wait":
+                attempts += 1
             phases[name] = phases.get(name, 0.0) + (phase.end_ns - phase.start_ns) / 1e9
-        return phases
-    return dict(node.call.phases) if node.call is not None else {}
+        return phases, attempts
+    return (dict(node.call.phases) if node.call is not None else {}), 0
 
 
 def _in_tool(node: Node, by_id: dict[str, Node]) -> bool:
@@ -268,15 +291,17 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
     calls: list[TurnCall] = []
     llm_phases: dict[str, float] = {}
     server_path: ServerSplit | None = None
+    phase_nodes = tree.phases
     for node in trace.nodes:
         if node.kind != LLM:
             continue
-        phase_nodes = tree.phases.get(node.span_id, [])
-        phases = _phases(node, phase_nodes)
+        phases, attempts = _phases(node, phase_nodes.get(node.span_id, ()))
         call = node.call
-        attempts = sum(1 for phase in phase_nodes if phase.phase == "network_wait")
         retries = max(node.retries, len(call.retry_reasons) if call else 0, attempts - 1)
-        split, status = split_call(node.start_ns, node.end_ns, servers.get(node.span_id, []), skew_bound_s)
+        below = servers.get(node.span_id)
+        split, status = (
+            split_call(node.start_ns, node.end_ns, below, skew_bound_s) if below else (None, NO_SERVER_SPAN)
+        )
         calls.append(
             TurnCall(
                 node.span_id, node.name, node.start_ns, node.end_ns, node.span_id in on_path, phases,
@@ -295,14 +320,15 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
         if split is not None and status == JOINED:
             server_path = server_path or ServerSplit()
             server_path.add(split, scale)
-    calls.sort(key=lambda c: c.start_ns)
+    calls.sort(key=_START)
     root = tree.root
     turn = Turn(
         trace.trace_id, tree.root_name, root.service, root.start_ns, root.end_ns, path, llm_phases,
         segments, calls, len(trace.nodes), tree.clamped, tree.clamp_max_ns / 1e9, tree.outside,
         tree.orphans, detached, server_path,
     )  # fmt: skip
-    turn.server_only = all(node.kind == SERVER for node in trace.nodes)
+    nodes = trace.nodes  # the first node answers for most traces, without a generator
+    turn.server_only = not nodes or (nodes[0].kind == SERVER and all(node.kind == SERVER for node in nodes))
     turn.caller_missing = tree.caller_missing
     if turn.server_only and trace.nodes:  # its root is the server's span
         turn.root = trace.nodes[0].name
@@ -331,9 +357,9 @@ def turn_notes(turn: Turn, skew_bound_s: float = SKEW_BOUND_S) -> list[str]:
         notes.append(f"{turn.clamped} span(s) clamped to their parent (up to {largest}, {why})")
     if turn.outside:
         notes.append(f"{turn.outside} span(s) wholly outside their parent: left off the path")
-    failed = [call for call in turn.calls if call.server_status not in (JOINED, "no_server_span")]
-    for call in failed:
-        notes.append(f"server split of {call.name} not given: {call.server_status.replace('_', ' ')}")
+    for call in turn.calls:
+        if call.server_status not in (JOINED, NO_SERVER_SPAN):
+            notes.append(f"server split of {call.name} not given: {call.server_status.replace('_', ' ')}")
     if turn.detached_server_spans:
         missing = sum(1 for call in turn.calls if call.server_status == "no_server_span")
         notes.append(
