@@ -8,14 +8,21 @@ reconnect attempt (0 for the first handshake), and ``error.type`` when it failed
 rejected upgrade, else the exception's name. Nothing of the request is recorded: no header (the
 Authorization header among them), no query.
 
-Inside, where they can be observed (:class:`Marks`, current in ``registry.HANDSHAKE`` while the
-handshake runs): ``openai_latency.websocket.upgrade``, the HTTP upgrade (websockets'
-``ClientConnection.handshake``, sync and asyncio: request written -> 101 response read);
-``openai_latency.websocket.connect``, everything before it (TCP connect and TLS: websockets does both
-inside ``connect`` and neither client exposes the moment between them); ``openai_latency.websocket.dns``
-with ``OPENAI_LATENCY_TRACE_DNS=true`` on the sync client, whose ``socket.create_connection`` resolves
-in the caller's thread (then ``connect`` starts after it; the asyncio client resolves in the loop's
-executor, where the context is absent, so there ``connect`` includes DNS, as ``http.connect`` does).
+openai 1.x's Realtime managers (``realtime.connect()`` and ``beta.realtime.connect()``) open the socket
+in ``__enter__``/``__aenter__`` (and ``enter``, the same function under a second name) with websockets'
+``connect`` directly: those are wrapped instead (only where the class has no ``_connect_ws``), the
+websockets connection is the returned SDK connection's ``_connection``, and the attempt is always 0
+(1.x does not reconnect).
+
+Inside, where they can be observed (:class:`.phases.Marks`, current in ``registry.HANDSHAKE`` while
+the handshake runs; what is hooked and why: :mod:`.phases`): ``openai_latency.websocket.dns`` with
+``OPENAI_LATENCY_TRACE_DNS=true`` (sync: ``socket.create_connection``'s lookup; asyncio: the loop's
+``getaddrinfo`` awaited by the handshake's task); ``openai_latency.websocket.connect``, the TCP connect
+(from the span's start or DNS's end); ``openai_latency.websocket.tls``, the TLS handshake of ``wss://``
+(sync: ``SSLContext.wrap_socket``; asyncio: ``sock_connect``'s end -> ``create_connection``'s return;
+absent where not observed, e.g. uvloop or a proxy: then ``connect`` includes TLS);
+``openai_latency.websocket.upgrade``, the HTTP upgrade (websockets' ``ClientConnection.handshake``:
+request written -> 101 response read). They follow each other: their sum is at most the span.
 
 On the websockets connection it returns it leaves what the turns need: the span's context (their
 link), the client's attributes and the model (Realtime), and the arrival stamps (:mod:`.arrivals`).
