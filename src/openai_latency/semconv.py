@@ -119,10 +119,12 @@ OPENAI_LATENCY_WEBSOCKET_HANDOVER_TOTAL: Final = "openai_latency.websocket.hando
 reader) to the caller's ``recv()`` returning its event (the SDK's parse and the caller's own pace)."""
 OPENAI_LATENCY_WEBSOCKET_DNS: Final = "openai_latency.websocket.dns"
 OPENAI_LATENCY_WEBSOCKET_CONNECT: Final = "openai_latency.websocket.connect"
+OPENAI_LATENCY_WEBSOCKET_TLS: Final = "openai_latency.websocket.tls"
 OPENAI_LATENCY_WEBSOCKET_UPGRADE: Final = "openai_latency.websocket.upgrade"
-"""On ``openai.websocket.connect``, seconds: name resolution (sync client with
-``OPENAI_LATENCY_TRACE_DNS=true``), TCP connect and TLS (DNS included when not observed apart), the
-HTTP upgrade (request written -> 101 read). Attributes, not spans: the handshake is one short span."""
+"""On ``openai.websocket.connect``, seconds: name resolution (``OPENAI_LATENCY_TRACE_DNS=true``), the
+TCP connect (DNS included when not observed apart; TLS too when ``tls`` is absent), the TLS handshake
+(``wss://``, where its boundaries are observed), the HTTP upgrade (request written -> 101 read).
+Attributes, not spans: the handshake is one short span."""
 OPENAI_LATENCY_WEBSOCKET_RECONNECT_ATTEMPT: Final = "openai_latency.websocket.reconnect_attempt"
 """On ``openai.websocket.connect``: 0 for the first handshake, N for the SDK's Nth reconnect attempt
 (openai 2.x, which keeps no attempt number: the Nth reconnect of the connection)."""

@@ -8,7 +8,9 @@ thread, where our context is absent, so nothing is counted twice).
 
 Both wrappers act only while an SDK call's HTTP attempt is in flight in the calling context (the
 ``CURRENT`` operation's last attempt has not ended); everywhere else they cost one contextvar read.
-A WebSocket opening handshake in flight (``HANDSHAKE``) is noted the same way. They record
+A WebSocket opening handshake in flight (``HANDSHAKE``) is noted the same way; on the asyncio client
+it awaits the event loop's ``getaddrinfo`` (``BaseEventLoop.getaddrinfo``, wrapped too, for handshakes
+only: :func:`..websocket.phases.getaddrinfo_async`). They record
 ``(first start, last end)`` on the attempt; :mod:`openai_latency.call.timeline` splits
 ``http.dns`` off ``http.connect`` with it.
 """
@@ -24,6 +26,7 @@ import wrapt
 from ..call.timeline import Attempt
 from ..clock import clock
 from ..model import Args, Kwargs, Wrapped
+from ..websocket.phases import getaddrinfo_async
 from .registry import CURRENT, HANDSHAKE, DnsMarks
 
 #: (module, function) pairs wrapped when DNS tracing is on.
@@ -79,4 +82,9 @@ def install() -> list[tuple[Any, str]]:
             continue
         wrapt.wrap_function_wrapper(module, function, wrappers[module_name])
         patched.append((module, function))
+    # a WebSocket handshake on the asyncio client: its task awaits the loop's getaddrinfo
+    loop_class = importlib.import_module("asyncio.base_events").BaseEventLoop
+    if "getaddrinfo" in vars(loop_class):
+        wrapt.wrap_function_wrapper(loop_class, "getaddrinfo", getaddrinfo_async)
+        patched.append((loop_class, "getaddrinfo"))
     return patched

@@ -8,14 +8,21 @@ reconnect attempt (0 for the first handshake), and ``error.type`` when it failed
 rejected upgrade, else the exception's name. Nothing of the request is recorded: no header (the
 Authorization header among them), no query.
 
-Inside, where they can be observed (:class:`Marks`, current in ``registry.HANDSHAKE`` while the
-handshake runs): ``openai_latency.websocket.upgrade``, the HTTP upgrade (websockets'
-``ClientConnection.handshake``, sync and asyncio: request written -> 101 response read);
-``openai_latency.websocket.connect``, everything before it (TCP connect and TLS: websockets does both
-inside ``connect`` and neither client exposes the moment between them); ``openai_latency.websocket.dns``
-with ``OPENAI_LATENCY_TRACE_DNS=true`` on the sync client, whose ``socket.create_connection`` resolves
-in the caller's thread (then ``connect`` starts after it; the asyncio client resolves in the loop's
-executor, where the context is absent, so there ``connect`` includes DNS, as ``http.connect`` does).
+openai 1.x's Realtime managers (``realtime.connect()`` and ``beta.realtime.connect()``) open the socket
+in ``__enter__``/``__aenter__`` (and ``enter``, the same function under a second name) with websockets'
+``connect`` directly: those are wrapped instead (only where the class has no ``_connect_ws``), the
+websockets connection is the returned SDK connection's ``_connection``, and the attempt is always 0
+(1.x does not reconnect).
+
+Inside, where they can be observed (:class:`.phases.Marks`, current in ``registry.HANDSHAKE`` while
+the handshake runs; what is hooked and why: :mod:`.phases`): ``openai_latency.websocket.dns`` with
+``OPENAI_LATENCY_TRACE_DNS=true`` (sync: ``socket.create_connection``'s lookup; asyncio: the loop's
+``getaddrinfo`` awaited by the handshake's task); ``openai_latency.websocket.connect``, the TCP connect
+(from the span's start or DNS's end); ``openai_latency.websocket.tls``, the TLS handshake of ``wss://``
+(sync: ``SSLContext.wrap_socket``; asyncio: ``sock_connect``'s end -> ``create_connection``'s return;
+absent where not observed, e.g. uvloop or a proxy: then ``connect`` includes TLS);
+``openai_latency.websocket.upgrade``, the HTTP upgrade (websockets' ``ClientConnection.handshake``:
+request written -> 101 response read). They follow each other: their sum is at most the span.
 
 On the websockets connection it returns it leaves what the turns need: the span's context (their
 link), the client's attributes and the model (Realtime), and the arrival stamps (:mod:`.arrivals`).
@@ -23,8 +30,7 @@ link), the client's attributes and the model (Realtime), and the arrival stamps 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from contextvars import Token
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -32,12 +38,14 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
 from .._guard import guarded
-from ..clock import EPOCH_OFFSET_NS, clock, seconds
-from ..hooks.registry import HANDSHAKE, DnsMarks
+from ..clock import EPOCH_OFFSET_NS, clock
 from ..model import Args, Attributes, Kwargs, Telemetry, Wrapped
 from ..read.attributes import client_attributes
 from ..read.errors import qualified_name
 from . import arrivals
+from .phases import Marks, enter, leave
+
+__all__ = ["SPAN_NAME", "Handshakes", "Marks", "enter", "leave", "query_model"]
 
 SPAN_NAME: Final = "openai.websocket.connect"
 LINK: Final = "_openai_latency_handshake"
@@ -46,71 +54,12 @@ MODEL: Final = "_openai_latency_model"
 RECONNECTS: Final = "_openai_latency_reconnects"
 
 
-class Marks:
-    """One handshake's inner moments (monotonic ns; 0: not observed)."""
-
-    __slots__ = ("dns", "start", "upgrade_end", "upgrade_start")
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self.dns: tuple[int, int] | None = None
-        self.upgrade_start = 0
-        self.upgrade_end = 0
-
-    def note_dns(self, start_ns: int, end_ns: int) -> None:
-        first = self.dns[0] if self.dns is not None else start_ns
-        self.dns = (first, end_ns)
-
-    def attributes(self, end: int) -> Attributes:
-        """``dns``, ``connect`` (to the upgrade's start, or to ``end`` when it never started) and
-        ``upgrade`` (to its response, or to ``end`` when it failed), in seconds."""
-        out: Attributes = {}
-        connect_start = self.start
-        if self.dns is not None:
-            out[sc.OPENAI_LATENCY_WEBSOCKET_DNS] = seconds(self.dns[1] - self.dns[0])
-            connect_start = self.dns[1]
-        out[sc.OPENAI_LATENCY_WEBSOCKET_CONNECT] = seconds((self.upgrade_start or end) - connect_start)
-        if self.upgrade_start:
-            out[sc.OPENAI_LATENCY_WEBSOCKET_UPGRADE] = seconds((self.upgrade_end or end) - self.upgrade_start)
-        return out
+WsOf = Callable[[Any], Any]
+"""What gives the websockets connection from what the wrapped method returned."""
 
 
-def enter(marks: Marks | None) -> Token[DnsMarks | None] | None:
-    return HANDSHAKE.set(marks) if marks is not None else None
-
-
-def leave(token: Token[DnsMarks | None] | None) -> None:
-    if token is not None:
-        HANDSHAKE.reset(token)
-
-
-def upgrade_sync(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-    """websockets' sync ``ClientConnection.handshake``: the HTTP upgrade, timed on the handshake in
-    flight (anyone else's websockets connection: one contextvar read)."""
-    marks = HANDSHAKE.get()
-    if not isinstance(marks, Marks):
-        return wrapped(*args, **kwargs)
-    marks.upgrade_start = clock()
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        marks.upgrade_end = clock()
-
-
-def upgrade_async(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-    """websockets' asyncio ``ClientConnection.handshake``, as :func:`upgrade_sync`."""
-    marks = HANDSHAKE.get()
-    if not isinstance(marks, Marks):
-        return wrapped(*args, **kwargs)
-    return _timed_upgrade(marks, wrapped(*args, **kwargs))
-
-
-async def _timed_upgrade(marks: Marks, upgrading: Awaitable[Any]) -> Any:
-    marks.upgrade_start = clock()
-    try:
-        return await upgrading
-    finally:
-        marks.upgrade_end = clock()
+def _sdk_ws(connection: Any) -> Any:
+    return getattr(connection, "_connection", None)
 
 
 def _private(instance: object, suffix: str) -> Any:
@@ -127,42 +76,57 @@ class Handshakes:
         """The instrumentation's hooks: ``gate._active`` is False after ``uninstrument()``."""
 
     def sync(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-        if not self.gate._active or not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
-        started = self._start(instance)
-        token = enter(started[2] if started is not None else None)
-        try:
-            ws = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            self._failed(started, exc)
-            raise
-        finally:
-            leave(token)
-        self._opened(started, instance, ws)
-        return ws
+        """A manager's ``_connect_ws``: the websockets connection."""
+        return self._sync(wrapped, instance, args, kwargs, None)
 
     def async_(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        return self._async(wrapped, instance, args, kwargs, None)
+
+    def enter_sync(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        """openai 1.x: a Realtime manager's ``__enter__``/``enter`` (it connects without ``_connect_ws``
+        and never reconnects): the SDK connection, whose ``_connection`` is the websockets one."""
+        return self._sync(wrapped, instance, args, kwargs, _sdk_ws)
+
+    def enter_async(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
+        return self._async(wrapped, instance, args, kwargs, _sdk_ws)
+
+    def _sync(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs, ws_of: WsOf | None) -> Any:
         if not self.gate._active or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        return self._await(wrapped(*args, **kwargs), instance)
-
-    async def _await(self, coro: Awaitable[Any], instance: Any) -> Any:
-        started = self._start(instance)
+        started = self._start(instance, ws_of is None)
         token = enter(started[2] if started is not None else None)
         try:
-            ws = await coro
+            result = wrapped(*args, **kwargs)
         except BaseException as exc:
             self._failed(started, exc)
             raise
         finally:
             leave(token)
-        self._opened(started, instance, ws)
-        return ws
+        self._opened(started, result if ws_of is None else ws_of(result))
+        return result
+
+    def _async(self, wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs, ws_of: WsOf | None) -> Any:
+        if not self.gate._active or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        return self._await(wrapped(*args, **kwargs), instance, ws_of)
+
+    async def _await(self, coro: Awaitable[Any], instance: Any, ws_of: WsOf | None) -> Any:
+        started = self._start(instance, ws_of is None)
+        token = enter(started[2] if started is not None else None)
+        try:
+            result = await coro
+        except BaseException as exc:
+            self._failed(started, exc)
+            raise
+        finally:
+            leave(token)
+        self._opened(started, result if ws_of is None else ws_of(result))
+        return result
 
     @guarded()
-    def _start(self, instance: Any) -> tuple[Span, Attributes, Marks]:
+    def _start(self, instance: Any, reconnects: bool) -> tuple[Span, Attributes, Marks]:
         client = client_attributes(_private(instance, "__client"))
-        connection = _private(instance, "__connection")
+        connection = _private(instance, "__connection") if reconnects else None
         attempt = getattr(connection, "_reconnect_attempt", None) if connection is not None else 0
         if not isinstance(attempt, int):  # openai 2.x keeps it local: the reconnects made so far
             attempt = instance.__dict__[RECONNECTS] = instance.__dict__.get(RECONNECTS, 0) + 1
@@ -181,23 +145,25 @@ class Handshakes:
         return span, client, Marks(start)
 
     @guarded()
-    def _opened(self, started: tuple[Span, Attributes, Marks] | None, instance: Any, ws: Any) -> None:
+    def _opened(self, started: tuple[Span, Attributes, Marks] | None, ws: Any) -> None:
         if started is None:
             return
         span, client, marks = started
         end = clock()
-        span.set_attributes(marks.attributes(end))
-        response = getattr(ws, "response", None)
-        status = getattr(response, "status_code", None)
-        if isinstance(status, int):
-            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
-        model = client.pop(MODEL, "")
-        store = ws.__dict__
-        store[LINK] = span.get_span_context()
-        store[CLIENT] = client
-        store[MODEL] = model or query_model(ws)
-        arrivals.install(ws)
-        span.end(end_time=end + EPOCH_OFFSET_NS)
+        try:
+            span.set_attributes(marks.attributes(end))
+            response = getattr(ws, "response", None)
+            status = getattr(response, "status_code", None)
+            if isinstance(status, int):
+                span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+            model = client.pop(MODEL, "")
+            store = ws.__dict__
+            store[LINK] = span.get_span_context()
+            store[CLIENT] = client
+            store[MODEL] = model or query_model(ws)
+            arrivals.install(ws)
+        finally:
+            span.end(end_time=end + EPOCH_OFFSET_NS)
 
     @guarded()
     def _failed(self, started: tuple[Span, Attributes, Marks] | None, exc: BaseException) -> None:

@@ -10,12 +10,16 @@ Per connection class (Responses and Realtime, sync and async):
   with ``parse_event`` is seen the same way);
 - ``close`` (the connection base classes): open turns end ``closed_early``.
 
-The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`). Every wrapper checks
-``_active`` first (False after ``uninstrument()``) and calls the SDK outside any ``try`` of ours.
+The managers' ``_connect_ws`` get the handshake span (:mod:`.handshake`); openai 1.x's Realtime
+managers, which connect in ``__enter__``/``__aenter__`` (and ``enter``, the same function under a
+second name), get it there; websockets' and the event loop's steps inside are timed by
+:mod:`.phases`. Every wrapper checks ``_active`` first (False after ``uninstrument()``) and calls the
+SDK outside any ``try`` of ours.
 """
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from types import ModuleType
 from typing import Any
@@ -25,14 +29,18 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from .._guard import report
 from ..clock import clock
 from ..model import Args, Kwargs, Telemetry, Wrapped, Wrapper
-from . import agents, arrivals, handshake, realtime, responses
+from . import agents, arrivals, phases, realtime, responses
 from .arrivals import ATTRIBUTE
 from .handshake import Handshakes
 from .responses import STATE
 
 _RESPONSES = "openai.resources.responses.responses"
 _REALTIME = "openai.resources.realtime.realtime"
+_BETA_REALTIME = "openai.resources.beta.realtime.realtime"
 _BASE = "openai._websocket_connection"
+#: openai 1.x: ``enter`` is the same function as ``__enter__`` (``__aenter__``), under its own name
+_ENTER = ("__enter__", "enter")
+_AENTER = ("__aenter__", "enter")
 
 
 class WsHooks:
@@ -119,8 +127,8 @@ class WsHooks:
                     if stamp[1] == len(args[0] if args else kwargs["data"]):
                         arrival = stamps.popleft()[0]
                 elif stamps is None:
-                    # an SDK that connects without ``_connect_ws`` (openai 1.x Realtime): stamps from
-                    # the next message on, no handshake span
+                    # a connection opened while uninstrumented, or whose handshake hook failed:
+                    # stamps from the next message on
                     arrivals.install(ws)
             except Exception:
                 arrival = 0
@@ -205,14 +213,30 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
             (module, f"{prefix}Connection.close", hooks.close),
             (module, f"Async{prefix}Connection.close", hooks.close),
         ]
+    for module in (_REALTIME, _BETA_REALTIME):  # openai 1.x: Realtime managers without _connect_ws
+        if _without_connect_ws(module, "RealtimeConnectionManager"):
+            table += [(module, f"RealtimeConnectionManager.{m}", hooks.handshakes.enter_sync) for m in _ENTER]
+        if _without_connect_ws(module, "AsyncRealtimeConnectionManager"):
+            table += [
+                (module, f"AsyncRealtimeConnectionManager.{m}", hooks.handshakes.enter_async) for m in _AENTER
+            ]
     table += [
-        # the HTTP upgrade inside websockets' connect, timed for the handshake in flight (handshake.Marks)
-        ("websockets.sync.client", "ClientConnection.handshake", handshake.upgrade_sync),
-        ("websockets.asyncio.client", "ClientConnection.handshake", handshake.upgrade_async),
+        # the steps inside websockets' connect, timed for the handshake in flight (phases.Marks)
+        *phases.PATCHES,
         (_BASE, "WebSocketConnectionBase.close", hooks.close),
         (_BASE, "AsyncWebSocketConnectionBase.close", hooks.close),
     ]
     return table
+
+
+def _without_connect_ws(module_name: str, class_name: str) -> bool:
+    """The SDK's manager class exists and connects in its ``__enter__`` (openai 1.x), not through
+    ``_connect_ws`` (wrapped above: wrapping both would time one handshake twice)."""
+    try:
+        owner = getattr(importlib.import_module(module_name), class_name, None)
+    except ImportError:
+        return False
+    return owner is not None and not hasattr(owner, "_connect_ws")
 
 
 def install(gate: Any) -> None:
