@@ -124,7 +124,9 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     if not isinstance(kind, str):
         return
     lane = fields.get("stream_id")
-    if lane is None:  # an SDK whose event models have no stream_id field keeps it as an extra
+    # an SDK whose event models have no stream_id field keeps it as an extra; a model with the field
+    # has it in its ``__dict__`` (None when absent), and then no extra is looked up
+    if lane is None and "stream_id" not in fields:
         extra = getattr(event, "__pydantic_extra__", None)
         if extra:
             lane = extra.get("stream_id")
@@ -132,15 +134,16 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     if not queue:
         return
     turn = queue[0]
-    if kind == "response.created":
+    final = kind in FINAL  # once per event: read again below
+    if final:
+        response_id = getattr(fields.get("response"), "id", None)
+        if isinstance(response_id, str):
+            turn = next((t for t in queue if t.response_id == response_id), turn)
+    elif kind == "response.created":
         turn = next((t for t in queue if t.response_id is None), turn)
         response_id = getattr(fields.get("response"), "id", None)
         turn.response_id = response_id if isinstance(response_id, str) else ""
         created(turn, arrival)
-    elif kind in FINAL:
-        response_id = getattr(fields.get("response"), "id", None)
-        if isinstance(response_id, str):
-            turn = next((t for t in queue if t.response_id == response_id), turn)
     # turns.feed, inlined (once per event)
     op = turn.op
     st = op.stream
@@ -149,7 +152,7 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     if delay > turn.handover_max:
         turn.handover_max = delay
     _on_chunk(op, turn.observe or turns.observe, event, st.last_activity_ns or arrival, arrival)
-    if kind in FINAL or kind == "error":
+    if final or kind == "error":
         if st.error_item is event:
             _error_code(st, event)
         turns.remove(turn, lane)
