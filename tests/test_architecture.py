@@ -210,6 +210,7 @@ LAYERS = (
     ("call.summary", "content.capture", "hooks.http_trace", "call.deferred"),
     ("call.operation", "content.realtime_input"),
     ("hooks.registry", "hooks.streams", "websocket.arrivals"),
+    ("websocket.phases",),
     ("hooks.sdk_hooks", "hooks.dns", "websocket.turns", "websocket.handshake"),
     ("hooks.legacy_send", "websocket.responses"),
     ("websocket.realtime", "websocket.agents"),

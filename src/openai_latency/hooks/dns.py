@@ -10,7 +10,7 @@ Both wrappers act only while an SDK call's HTTP attempt is in flight in the call
 ``CURRENT`` operation's last attempt has not ended); everywhere else they cost one contextvar read.
 A WebSocket opening handshake in flight (``HANDSHAKE``) is noted the same way; on the asyncio client
 it awaits the event loop's ``getaddrinfo`` (``BaseEventLoop.getaddrinfo``, wrapped too, for handshakes
-only: :func:`..websocket.phases.getaddrinfo_async`). They record
+only: :func:`_loop_getaddrinfo`). They record
 ``(first start, last end)`` on the attempt; :mod:`openai_latency.call.timeline` splits
 ``http.dns`` off ``http.connect`` with it.
 """
@@ -26,7 +26,6 @@ import wrapt
 from ..call.timeline import Attempt
 from ..clock import clock
 from ..model import Args, Kwargs, Wrapped
-from ..websocket.phases import getaddrinfo_async
 from .registry import CURRENT, HANDSHAKE, DnsMarks
 
 #: (module, function) pairs wrapped when DNS tracing is on.
@@ -69,6 +68,15 @@ async def _timed(attempt: Attempt | DnsMarks, resolving: Awaitable[Any]) -> Any:
         attempt.note_dns(start, clock())
 
 
+def _loop_getaddrinfo(wrapped: Wrapped, instance: object, args: Args, kwargs: Kwargs) -> Any:
+    """An event loop's ``getaddrinfo`` awaited by a WebSocket handshake's task (an SDK call's HTTP
+    attempt resolves through anyio's, above; a handshake that is over ignores the note)."""
+    marks = HANDSHAKE.get()
+    if marks is None:
+        return wrapped(*args, **kwargs)
+    return _timed(marks, wrapped(*args, **kwargs))
+
+
 def install() -> list[tuple[Any, str]]:
     """Wraps the resolvers that exist here; returns ``(module, name)`` pairs for ``unwrap``."""
     wrappers = {"socket": _sync_getaddrinfo, "anyio._core._sockets": _async_getaddrinfo}
@@ -85,6 +93,6 @@ def install() -> list[tuple[Any, str]]:
     # a WebSocket handshake on the asyncio client: its task awaits the loop's getaddrinfo
     loop_class = importlib.import_module("asyncio.base_events").BaseEventLoop
     if "getaddrinfo" in vars(loop_class):
-        wrapt.wrap_function_wrapper(loop_class, "getaddrinfo", getaddrinfo_async)
+        wrapt.wrap_function_wrapper(loop_class, "getaddrinfo", _loop_getaddrinfo)
         patched.append((loop_class, "getaddrinfo"))
     return patched

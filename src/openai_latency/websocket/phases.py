@@ -213,22 +213,6 @@ async def _timed_tls(marks: Marks, connecting: Awaitable[Any]) -> Any:
     return result
 
 
-def getaddrinfo_async(wrapped: Wrapped, instance: Any, args: Args, kwargs: Kwargs) -> Any:
-    """An event loop's ``getaddrinfo`` awaited by a handshake (DNS tracing only, :mod:`..hooks.dns`)."""
-    marks = in_flight()
-    if marks is None:
-        return wrapped(*args, **kwargs)
-    return _timed_dns(marks, wrapped(*args, **kwargs))
-
-
-async def _timed_dns(marks: Marks, resolving: Awaitable[Any]) -> Any:
-    start = clock()
-    try:
-        return await resolving
-    finally:
-        marks.note_dns(start, clock())
-
-
 #: ``(module, "Class.method", wrapper)``: the TCP, TLS and upgrade steps of websockets' clients.
 PATCHES = (
     ("websockets.sync.client", "ClientConnection.handshake", upgrade_sync),
