@@ -75,3 +75,17 @@ def ws_url(server: Any) -> str:
     """The client's ``websocket_base_url`` for a fake server: openai 1.x builds ``wss://`` from any
     ``base_url`` for Realtime, so the tests name the scheme."""
     return str(server.base_url).replace("http://", "ws://", 1)
+
+
+def ws_patched_callables() -> dict[str, Any]:
+    """What each entry of the WebSocket patch table points at now (the entries this SDK has), by
+    ``path@module``: compared before, during and after instrumentation."""
+    from openai_latency.instrumentor import _resolve_owner
+    from openai_latency.websocket import hooks
+
+    out = {}
+    for module_name, path, _wrapper in hooks.patch_table(hooks.WsHooks(None)):
+        owner = _resolve_owner(module_name, path)
+        if owner is not None:
+            out[path + "@" + module_name] = vars(owner)[path.split(".")[1]]
+    return out

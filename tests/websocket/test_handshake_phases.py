@@ -15,10 +15,8 @@ import pytest
 
 from openai_latency import OpenAILatencyInstrumentor
 from openai_latency.fake_server import FakeServer
-from openai_latency.instrumentor import _resolve_owner
-from openai_latency.websocket import hooks
 from tests.support.span_checks import Captured, attrs, duration_ns, start_mono
-from tests.websocket.support import require_realtime, ws_url
+from tests.websocket.support import require_realtime, ws_patched_callables, ws_url
 
 require_realtime()
 
@@ -171,17 +169,12 @@ def _throwaway_ca_pem() -> str:
 def test_uninstrument_restores_the_managers_and_the_phase_hooks(
     instrument: Callable[..., Captured], server: FakeServer
 ) -> None:
-    table = hooks.patch_table(hooks.WsHooks(None))
 
     def current() -> dict[str, Any]:
-        out = {}
-        for module_name, path, _wrapper in table:
-            owner = _resolve_owner(module_name, path)
-            if owner is not None:
-                out[path + "@" + module_name] = vars(owner)[path.split(".")[1]]
-        loop = asyncio.base_events.BaseEventLoop
-        out["getaddrinfo"] = vars(loop)["getaddrinfo"]
-        return out
+        return {
+            **ws_patched_callables(),
+            "getaddrinfo": vars(asyncio.base_events.BaseEventLoop)["getaddrinfo"],
+        }
 
     before = current()
     instrument(trace_dns=True)

@@ -18,10 +18,17 @@ from opentelemetry.trace import StatusCode
 from openai_latency import OpenAILatencyInstrumentor, _guard
 from openai_latency.call import deferred
 from openai_latency.fake_server import Canned, FakeServer
-from openai_latency.instrumentor import _resolve_owner
-from openai_latency.websocket import arrivals, hooks
+from openai_latency.websocket import arrivals
 from tests.support.span_checks import Captured, assert_same_instant, attrs, end_mono
-from tests.websocket.support import create, drain, drain_async, record_of, require_responses_ws, script
+from tests.websocket.support import (
+    create,
+    drain,
+    drain_async,
+    record_of,
+    require_responses_ws,
+    script,
+    ws_patched_callables,
+)
 
 require_responses_ws()
 
@@ -282,27 +289,17 @@ def test_a_rejected_upgrade_is_a_failed_handshake_span(
 def test_uninstrument_restores_every_patched_callable(
     instrument: Callable[..., Captured], server: FakeServer
 ) -> None:
-    table = hooks.patch_table(hooks.WsHooks(None))
-
-    def current() -> dict[str, Any]:
-        out = {}
-        for module_name, path, _wrapper in table:
-            owner = _resolve_owner(module_name, path)  # what this SDK has
-            if owner is not None:
-                out[path + "@" + module_name] = vars(owner)[path.split(".")[1]]
-        return out
-
     _uninstrumented()
-    before = current()
+    before = ws_patched_callables()
     instrument()
-    during = current()
+    during = ws_patched_callables()
     assert all(during[key] is not before[key] for key in before)
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
     connection = client.responses.connect().enter()
     ws = connection._connection
     assert "process_event" in vars(ws)
     OpenAILatencyInstrumentor().uninstrument()
-    assert current() == before
+    assert ws_patched_callables() == before
     assert "process_event" not in vars(ws) and arrivals.ATTRIBUTE not in vars(ws)
     connection.send(create(metadata=script(chunks=2)))
     assert drain(connection)[-1].type == "response.completed"  # the live connection still works
