@@ -1,5 +1,6 @@
-"""Realtime (``client.realtime.connect()``): one span per model response, its trigger, phases and time to
-first audio against the fake server's own log (±3 ms), sync and async; server VAD; barge-in."""
+"""Realtime (``client.realtime.connect()``, and the beta API's ``client.beta.realtime.connect()``): one
+span per model response, its trigger, phases and time to first audio against the fake server's own log
+(±3 ms), sync and async; server VAD; barge-in."""
 
 from __future__ import annotations
 
@@ -30,12 +31,19 @@ VAD = {
     "session": {"type": "realtime", "audio": {"input": {"turn_detection": {"type": "server_vad"}}}},
 }
 APPEND = {"type": "input_audio_buffer.append", "audio": "AAAA"}
+AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")  # GA, beta
+APIS = pytest.mark.parametrize("api", ["ga", "beta"])
 SCRIPTED = {
     "x-fake-delay-ms": "60",
     "x-fake-ttft-ms": "40",
     "x-fake-chunks": "6",
     "x-fake-chunk-delay-ms": "15",
 }
+
+
+def _realtime(client: Any, api: str) -> Any:
+    """``client.realtime`` (GA) or ``client.beta.realtime`` (the beta API: its own classes and names)."""
+    return client.realtime if api == "ga" else client.beta.realtime
 
 
 def _until_done(connection: Any) -> list[Any]:
@@ -94,12 +102,13 @@ def _check(captured: Captured, turn: Any, server: Any, start_ns: int, trigger: s
     assert a["openai_latency.stream.end_state"] == "completed"
 
 
-def test_response_create_sync(instrument: Callable[..., Captured], timing_server: Any) -> None:
+@APIS
+def test_response_create_sync(instrument: Callable[..., Captured], timing_server: Any, api: str) -> None:
     captured = instrument()
     client = openai.OpenAI(
         base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
     )
-    with client.realtime.connect(model=MODEL, extra_headers={"x-fake-chunks": "2"}) as connection:
+    with _realtime(client, api).connect(model=MODEL, extra_headers={"x-fake-chunks": "2"}) as connection:
         connection.send({"type": "response.create"})  # warm-up: lazy model builds
         _until_done(connection)
 
@@ -122,14 +131,15 @@ def test_response_create_sync(instrument: Callable[..., Captured], timing_server
     assert "openai_latency.time_to_first_audio" in metric_names
 
 
-def test_response_create_async(instrument: Callable[..., Captured], timing_server: Any) -> None:
+@APIS
+def test_response_create_async(instrument: Callable[..., Captured], timing_server: Any, api: str) -> None:
     captured = instrument()
 
     async def run() -> None:
         client = openai.AsyncOpenAI(
             base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
         )
-        async with client.realtime.connect(model=MODEL) as connection:
+        async with _realtime(client, api).connect(model=MODEL) as connection:
             await connection.send(
                 {"type": "response.create", "response": {"metadata": {"x-fake-chunks": "2"}}}
             )
@@ -210,21 +220,22 @@ def test_server_vad_starts_the_turn_at_speech_stopped(
     assert [s.name for s in captured.operations()] == [f"realtime {MODEL}"]  # session events: no span
 
 
+@APIS
 @pytest.mark.parametrize("how", ["barge_in", "response_cancel"])
 def test_a_barge_in_ends_the_turn_cancelled_not_as_an_error(
-    instrument: Callable[..., Captured], server: Any, how: str
+    instrument: Callable[..., Captured], server: Any, how: str, api: str
 ) -> None:
     captured = instrument()
     client = openai.OpenAI(base_url=server.base_url, websocket_base_url=ws_url(server), api_key="sk-test")
     script = {"x-fake-chunks": "30", "x-fake-chunk-delay-ms": "10"}
     if how == "barge_in":
         script["x-fake-barge-in-after"] = "3"
-    with client.realtime.connect(model=MODEL, extra_headers=script) as connection:
+    with _realtime(client, api).connect(model=MODEL, extra_headers=script) as connection:
         connection.send({"type": "response.create"})
         audio = 0
         for event in connection:
-            audio += event.type == "response.output_audio.delta"
-            if how == "response_cancel" and audio == 3 and event.type == "response.output_audio.delta":
+            audio += event.type in AUDIO_DELTAS
+            if how == "response_cancel" and audio == 3 and event.type in AUDIO_DELTAS:
                 connection.send({"type": "response.cancel"})
             if event.type == "response.done":
                 assert event.response.status == "cancelled"

@@ -1,4 +1,7 @@
-"""``/v1/realtime`` over WebSocket: a Realtime session (GA event names) with scripted timing.
+"""``/v1/realtime`` over WebSocket: a Realtime session with scripted timing, in the GA event names, or the
+beta API's when the handshake says ``OpenAI-Beta: realtime=v1`` (``client.beta.realtime.connect()``:
+``response.audio.delta`` for ``response.output_audio.delta``, ``response.audio_transcript.*`` for
+``response.output_audio_transcript.*``).
 
 - ``session.created`` on connect; ``session.update`` -> ``session.updated`` (turn detection
   ``server_vad`` turns server VAD on, as the ``vad`` script key does);
@@ -39,7 +42,13 @@ from .ws_session import Session, TurnWriter, finish_turn, metadata_script, ws_er
 
 AUDIO_DELTA: Final = "response.output_audio.delta"
 TRANSCRIPT_DELTA: Final = "response.output_audio_transcript.delta"
-_AUDIO_EVENT: Final = f"event: {AUDIO_DELTA}\n".encode()
+BETA_NAMES: Final = {
+    AUDIO_DELTA: "response.audio.delta",
+    TRANSCRIPT_DELTA: "response.audio_transcript.delta",
+    "response.output_audio.done": "response.audio.done",
+    "response.output_audio_transcript.done": "response.audio_transcript.done",
+}
+"""The beta API's names of the GA events that were renamed (the others are the same)."""
 _AUDIO: Final = base64.b64encode(bytes(480)).decode()  # 10 ms of 24 kHz pcm16 silence
 INPUT_TRANSCRIPT: Final = "what the user said"
 TRANSCRIBED: Final = "conversation.item.input_audio_transcription.completed"
@@ -74,7 +83,12 @@ def _response(out: Output, status: str, done: bool) -> dict[str, Any]:
     return body
 
 
-def realtime_plan(out: Output) -> StreamPlan:
+def realtime_plan(out: Output, beta: bool = False) -> StreamPlan:
+    """A response's events; ``beta``: in the beta API's names (:data:`BETA_NAMES`)."""
+
+    def name(kind: str) -> str:
+        return BETA_NAMES.get(kind, kind) if beta else kind
+
     item = f"item_{out.id}"
     ids = {"response_id": f"resp_{out.id}", "item_id": item, "output_index": 0, "content_index": 0}
     preamble = [
@@ -91,12 +105,12 @@ def realtime_plan(out: Output) -> StreamPlan:
     ]
     content = []
     for word in out.words:
-        audio = _event(AUDIO_DELTA, {**ids, "delta": _AUDIO})
-        transcript = _event(TRANSCRIPT_DELTA, {**ids, "delta": word})
+        audio = _event(name(AUDIO_DELTA), {**ids, "delta": _AUDIO})
+        transcript = _event(name(TRANSCRIPT_DELTA), {**ids, "delta": word})
         content.append((audio[0], audio[1] + transcript[1]))
     epilogue = [
-        _event("response.output_audio.done", ids),
-        _event("response.output_audio_transcript.done", {**ids, "transcript": out.text}),
+        _event(name("response.output_audio.done"), ids),
+        _event(name("response.output_audio_transcript.done"), {**ids, "transcript": out.text}),
         _event("response.content_part.done", {**ids, "part": {"type": "audio", "transcript": out.text}}),
         _event(
             "response.output_item.done",
@@ -119,6 +133,7 @@ class RealtimeSession:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.record = session.new_record("/v1/realtime")  # the session's own events
+        self.beta = session.req.headers.get("openai-beta", "").startswith("realtime=")
         script = session.script()
         self.vad = script.vad
         self.transcribe = script.transcribe
@@ -254,7 +269,7 @@ class RealtimeSession:
         try:
             if not await writer.sleep(script.delay):
                 return "client_closed"
-            return await stream_engine.send_stream(writer, record, script, 200, realtime_plan(out))
+            return await stream_engine.send_stream(writer, record, script, 200, realtime_plan(out, self.beta))
         except asyncio.CancelledError:
             if not self.cancelled or self.session.conn.peer_gone:
                 raise
@@ -280,11 +295,13 @@ class _RealtimeWriter(TurnWriter):
         self._record = record
         self._barge_in = script.barge_in_after
         self._audio = 0
+        delta = BETA_NAMES[AUDIO_DELTA] if realtime.beta else AUDIO_DELTA
+        self._audio_event = f"event: {delta}\n".encode()
 
     async def send_body(self, data: bytes, end: bool = False) -> bool:
         sent = await super().send_body(data, end)
         if self._barge_in is not None:
-            self._audio += data.count(_AUDIO_EVENT)
+            self._audio += data.count(self._audio_event)
             if self._audio >= self._barge_in:
                 self._barge_in = None
                 # the engine logs the deltas after this returns: the user's speech follows them

@@ -213,7 +213,17 @@ def patch_table(hooks: WsHooks) -> list[tuple[str, str, Wrapper]]:
             (module, f"{prefix}Connection.close", hooks.close),
             (module, f"Async{prefix}Connection.close", hooks.close),
         ]
-    for module in (_REALTIME, _BETA_REALTIME):  # openai 1.x: Realtime managers without _connect_ws
+    # the beta API (``client.beta.realtime.connect()``, every SDK generation): connection classes of its
+    # own, the same turns; its managers connect in ``__enter__`` (below)
+    table += [
+        (_BETA_REALTIME, "RealtimeConnection.send", hooks.send(realtime)),
+        (_BETA_REALTIME, "AsyncRealtimeConnection.send", hooks.async_send(realtime)),
+        (_BETA_REALTIME, "RealtimeConnection.parse_event", hooks.parse_event(realtime)),
+        (_BETA_REALTIME, "AsyncRealtimeConnection.parse_event", hooks.parse_event(realtime)),
+        (_BETA_REALTIME, "RealtimeConnection.close", hooks.close),
+        (_BETA_REALTIME, "AsyncRealtimeConnection.close", hooks.close),
+    ]
+    for module in (_REALTIME, _BETA_REALTIME):  # Realtime managers without _connect_ws (openai 1.x, beta)
         if _without_connect_ws(module, "RealtimeConnectionManager"):
             table += [(module, f"RealtimeConnectionManager.{m}", hooks.handshakes.enter_sync) for m in _ENTER]
         if _without_connect_ws(module, "AsyncRealtimeConnectionManager"):

@@ -1,4 +1,5 @@
-"""Realtime sessions (``client.realtime.connect()``): one operation span per model response.
+"""Realtime sessions (``client.realtime.connect()``, and ``client.beta.realtime.connect()``, whose
+connection classes are its own): one operation span per model response.
 
 A turn starts at its trigger (``openai_latency.realtime.trigger``): the client's ``response.create``
 or ``input_audio_buffer.commit`` (when ``send`` is called), or, with server VAD, the arrival of
