@@ -30,6 +30,7 @@ declare -A SPEC=(
 # do not depend on the SDK's generation (the CLI, the fake server, the stack's files: tests/conftest.py
 # PRIMARY_ONLY) but for those marked every_sdk.
 declare -A PYTEST_ARGS=(
+    [openai3]='--durations=15'  # the primary leg is the 5-minute suite: its slowest tests in the log
     [openai2]='--sdk-leg=secondary'
     [openai1]='--sdk-leg=secondary'
     [openai3-httpx]='--sdk-leg=secondary -p tests.support.legacy_httpx_plugin'
@@ -124,6 +125,9 @@ EOF
         rc=$?
     fi
     echo "== $leg: pytest exit $rc after $((SECONDS - leg_start)) s"
+    if [[ $leg == "${ALL[0]}" ]] && ((SECONDS - leg_start > 300)); then
+        echo "== $leg: over the 5-minute budget of one run of the suite: see the slowest tests above" >&2
+    fi
     ((rc == 0)) || failed+=("$leg(pytest exit $rc)")
 done
 

@@ -427,6 +427,7 @@ def _triage_sections(text: str) -> dict[str, tuple[str, str]]:
     return sections
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished(workers: int) -> None:
     """With ``--workers 2`` the parent gets the SIGINT (as from ``kill -INT``) and passes it on."""
@@ -460,6 +461,7 @@ def test_ctrl_c_cancels_in_flight_requests_and_reports_what_finished(workers: in
         assert entry["errors"] == 0
 
 
+@pytest.mark.slow
 def test_workers_share_the_load_and_their_spans_are_one_result(tmp_path: Path) -> None:
     """``--workers 2``: two client processes make the load of one (exactly C in flight, N requests),
     and the parent's result and ``--out`` file hold every request of both."""

@@ -17,10 +17,14 @@ from array import array
 from collections.abc import Iterator
 from contextlib import ExitStack
 
+import pytest
+
 import openai_latency.cli.stats.sketch as sketch_module
 from openai_latency.cli.stats.percentiles import Dist
 from openai_latency.cli.stats.sketch import ALPHA, EXACT, GAMMA, Sketch
 from tests.support.cli_runs import servers
+
+pytestmark = pytest.mark.slow  # millions of gaps, memory measured: long by design
 
 #: A bound a little over ALPHA: float rounding at a bucket's edge (a few ulps).
 BOUND = ALPHA * (1 + 1e-9)

@@ -260,6 +260,7 @@ def test_prompt_and_output_length_distributions_and_output_length_not_met() -> N
         assert f"a: {short} of 12 requests got fewer output tokens than --output-tokens asked" in result.out
 
 
+@pytest.mark.slow
 def test_sweep_finds_the_knee_of_a_server_with_a_capacity() -> None:
     """The fake answers 4 requests at a time and queues the rest: throughput stops growing at c=4.
     50 ms a request: a level's steady rate spans two 50 ms waves, and the client's jitter on a wave's

@@ -37,6 +37,7 @@ def _bench_both(tmp_path: Path, urls: tuple[str, str], *extra: str) -> tuple[Pat
     return tmp_path / "baseline.jsonl", tmp_path / "current.jsonl"
 
 
+@pytest.mark.slow
 def test_a_scripted_30_percent_slower_ttft_fails_the_gate(tmp_path: Path) -> None:
     with ExitStack() as stack:
         base, slow = servers(stack, {**STREAM, "ttft-ms": 80}, {**STREAM, "ttft-ms": 110})  # 100 -> 130 ms
@@ -62,6 +63,7 @@ def test_a_scripted_30_percent_slower_ttft_fails_the_gate(tmp_path: Path) -> Non
     assert entry["conditions"][0]["phase_moved"] == "first_token"
 
 
+@pytest.mark.slow
 def test_two_runs_of_the_same_server_pass_the_gate(tmp_path: Path) -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {**STREAM, "ttft-ms": 80})

@@ -47,6 +47,7 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_colour_only_on_a_terminal_and_never_with_no_color() -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 5, "chunks": 3})
@@ -169,6 +170,7 @@ def test_demo_rejects_unknown_options() -> None:
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_sweep_progress_names_the_level_and_the_elapsed_time() -> None:
     with ExitStack() as stack:
         (server,) = servers(stack, {"delay-ms": 5, "chunks": 3})

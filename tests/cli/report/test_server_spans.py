@@ -102,11 +102,10 @@ def test_the_servers_span_splits_the_call_as_the_log_says(
 
     def timing(result: tuple[dict[str, Any], RequestRecord]) -> None:
         split, record = result
+        # the report against the server's own log; the script is a lower bound only (run()): a
+        # loaded machine wakes the fake server's timers late, which moves its log, not our split
         for name, seconds in _log_split(record).items():
             assert split[name] == pytest.approx(seconds, abs=TOLERANCE_S), name
-        # and the log against the script
-        assert split["queue"] == pytest.approx(0.020, abs=TOLERANCE_S)
-        assert split["prefill"] == pytest.approx(0.030, abs=TOLERANCE_S)
 
     retry_timing(run, timing)
 
