@@ -19,11 +19,11 @@ from ..render.turn_html import turns_page
 from ..render.turns import RULE, group_json, group_lines, turn_json
 from ..spans.files import without_gc
 from ..spans.span import InputError, ReadStats
-from ..spans.traces import TraceReadStats, assemble_traces
+from ..spans.traces import NodeMaker, TraceReadStats, assemble_nodes
 from ..stats.critical_path import Turn, analyze
 from ..stats.turns import TurnGroup, group_turns
 from .output import source_text
-from .sources import open_spans
+from .sources import open_spans_as
 
 #: Options of the per-call report that mean nothing for turns.
 CALL_OPTIONS = ("compare", "http", "waterfall", "client_timeout")
@@ -42,9 +42,10 @@ def run(
     # stays small, and the document is never held whole
     lines_out = TraceLines(out) if args.format == "json" else None
     try:
-        spans = open_spans(parser, args, default, stats)
+        # a node reads few of a span's attribute values: the others are never decoded
+        nodes = open_spans_as(parser, args, default, stats, NodeMaker().node, lazy_values=True)
         with without_gc():
-            for trace in assemble_traces(spans, trace_stats):
+            for trace in assemble_nodes(nodes, trace_stats):
                 turn = analyze(trace)
                 if lines_out is not None:
                     lines_out.add(compact(turn_json(turn)))

@@ -161,7 +161,7 @@ class _Tree:
         else:
             start = min(n.start_ns for n in nodes)
             end = max(n.end_ns for n in nodes)
-            self.root = Node(_ROOT_ID, "", "", start, end, AGENT)
+            self.root = Node(trace.trace_id, _ROOT_ID, "", "", start, end, AGENT)
             self.root_name = None
         self.children: dict[str, list[Node]] = {}
         children = self.children
