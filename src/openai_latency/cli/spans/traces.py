@@ -154,10 +154,13 @@ class TraceReadStats:
 def kind_of(attributes: dict[str, Any]) -> str:
     """The node's kind from the span's own attributes (an ``other`` span with phase children is
     made ``llm`` later, by the tree)."""
+    return PHASE if attributes.get(names.PHASE).__class__ is str else _kind_of_no_phase(attributes)
+
+
+def _kind_of_no_phase(attributes: dict[str, Any]) -> str:
+    """:func:`kind_of` of a span without a phase."""
     if not attributes:  # an application's root span, often: what the checks below answer
         return OTHER
-    if attributes.get(names.PHASE).__class__ is str:
-        return PHASE
     operation = attributes.get(names.OPERATION_NAME)
     if operation == TOOL_OPERATION:
         return TOOL
@@ -172,7 +175,8 @@ def kind_of(attributes: dict[str, Any]) -> str:
     # any server key: a few lookups in C (the shorter of the two is iterated), not a Python loop
     if not attributes.keys().isdisjoint(_SERVER_KEYS):
         return SERVER
-    if is_operation(attributes):
+    # an operation name here is no tool's or agent's: is_operation's first answer, without the call
+    if operation is not None or is_operation(attributes):
         return LLM
     return OTHER
 
@@ -222,7 +226,7 @@ class NodeMaker:
                 text(phase, phase),
             )  # fmt: skip
             return node
-        kind = kind_of(attributes)
+        kind = _kind_of_no_phase(attributes)
         last = self._last
         self._last = node = Node(
             trace_id, span_id, parent_id, text(name, name), start_ns, end_ns, kind, service, error
