@@ -17,6 +17,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanKind
 
+from openai_latency.cli.spans import files
 from openai_latency.fake_server import FakeServer
 from tests.support.cli_runs import run_cli
 from tests.support.fake_jaeger import FakeJaeger
@@ -118,6 +119,24 @@ def test_json_has_designs_keys_per_trace_and_per_root_name(tmp_path: Path) -> No
     assert group["critical_path"]["self"]["p50"] == pytest.approx(0.27)
     assert group["share"]["llm"]["p50"] == pytest.approx(0.4 / 1.1)
     assert group["slow"]["turns"][0]["trace_id"] == ids[2] and group["slow"]["turns"][0]["dominant"] == "llm"
+
+
+def test_the_msgspec_readers_nodes_give_the_general_readers_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The msgspec reader makes each node straight from its decoder (no ``Span`` in between, attribute
+    values decoded when read) and skips the attribute phases of a call whose phase spans came right
+    before it (an exporter's order, by end): text and JSON are those of the general reader's spans."""
+    builder = TraceBuilder()
+    _turns(builder, 4)
+    by_end = sorted(builder.exported, key=lambda span: span.end_time or 0)
+    path = write_jsonl(tmp_path / "t.jsonl", by_end, batch=20)
+    text = ["report", str(path), "--by", "trace"]
+    argvs = [text, [*text, "--format", "json"]]
+    fast = [run_cli(argv).out for argv in argvs]
+    monkeypatch.setattr(files, "_decode_line", None)
+    assert [run_cli(argv).out for argv in argvs] == fast
+    assert '"llm_calls":2' in fast[1]
 
 
 def test_the_per_call_report_counts_no_tool_or_agent_span(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from openai_latency.cli.spans import files
-from openai_latency.cli.spans.decode_msgspec import decode_line
+from openai_latency.cli.spans.decode_msgspec import LazyAttributes, decode_line
 from openai_latency.cli.spans.files import read_spans
 from openai_latency.cli.spans.span import ReadStats, Span
 
@@ -161,3 +161,24 @@ def test_an_attribute_without_key_or_value_goes_to_the_general_reader(
     read = _read(path, True, monkeypatch)
     assert len(read) == 1 and read[0].attributes["x"] == 3
     assert _comparable(read) == _comparable(_read(path, False, monkeypatch))
+
+
+@pytest.mark.parametrize("values", [*CASES, {"null": None}], ids=["fast", *GENERAL, "null"])
+def test_lazy_values_are_the_general_readers_of_any_shape(
+    values: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lazy_values`` (``report --by trace``): the parser leaves each value as its JSON text, even
+    of a shape the fast path leaves to the general reader; read by ``[key]`` or ``get``, it is the
+    general reader's value, and the span's other fields are too."""
+    path = tmp_path / "spans.jsonl"
+    path.write_text(_line(values) + "\n")
+    general = _comparable(_read(path, False, monkeypatch))
+    for read in ("item", "get"):
+        spans = decode_line(path.read_bytes().rstrip(), Span, lazy_values=True)
+        assert spans is not None and isinstance(spans[0].attributes, LazyAttributes)
+        for span in spans:
+            lazy = span.attributes
+            keys = list(lazy)
+            span.attributes = {key: lazy[key] if read == "item" else lazy.get(key) for key in keys}
+            assert span.attributes == {key: lazy[key] for key in keys}  # decoded once, then kept
+        assert _comparable(spans) == general

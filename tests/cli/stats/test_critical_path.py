@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from opentelemetry.trace import Span, SpanKind
 
-from openai_latency.cli.spans.files import read_spans
+from openai_latency.cli.spans import files
+from openai_latency.cli.spans.files import read_spans, read_spans_as
 from openai_latency.cli.spans.span import ReadStats
-from openai_latency.cli.spans.traces import TraceReadStats, assemble_traces
+from openai_latency.cli.spans.traces import NodeMaker, TraceReadStats, assemble_nodes, assemble_traces
 from openai_latency.cli.stats.critical_path import CATEGORIES, Turn, analyze
 from openai_latency.cli.stats.turns import group_turns
+from tests.support.otlp_files import write_jsonl
 from tests.support.turns import ORIGIN_NS, TraceBuilder, trace_id
 
 STREAM = [("request_build", 1), ("network_wait", 99), ("first_token", 200), ("stream_drain", 100)]
@@ -323,3 +325,30 @@ def test_an_agent_frameworks_span_around_our_call_is_the_same_call(tmp_path: Pat
     assert [call.name for call in turn.calls] == ["chat gpt-4o-mini"]
     assert _ms(turn.path) == {"llm": 400, "tool": 300, "other": 20, "self": 280}
     _assert_path_is_the_turn(turn)
+
+
+def test_a_calls_phase_spans_replace_its_attribute_phases_in_any_span_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call with phase spans takes its phases from them, one without from its own
+    ``openai_latency.phase.*``, whatever order the spans come in: as built (each call before its phase
+    spans) or as an exporter writes them (by end: a call's phase spans right before it, when the reader
+    does not look for its attribute phases), by the msgspec reader's nodes or the general reader's."""
+    b = TraceBuilder()
+    root = b.span("agent turn", 0, 1000)
+    attributes = {"gen_ai.operation.name": "chat", "openai_latency.phase.network_wait": 0.7}
+    spanned = b.span("chat a", 10, 960, root, attributes=attributes)
+    for phase, start, end in (("network_wait", 10, 110), ("first_token", 110, 950)):
+        b.span(f"openai.{phase}", start, end, spanned, attributes={"openai_latency.phase": phase})
+    b.span("chat b", 500, 900, root, attributes=attributes)  # comes right after a's network_wait by end
+    built = list(b.exported)
+    expected = {"chat a": {"network_wait": 100, "first_token": 840}, "chat b": {"network_wait": 700}}
+    for order in (built, sorted(built, key=lambda span: span.end_time or 0)):
+        path = write_jsonl(tmp_path / "traces.jsonl", order, batch=50)
+        for fast in (True, False):
+            with monkeypatch.context() as patch:
+                if not fast:
+                    patch.setattr(files, "_decode_line", None)
+                nodes = read_spans_as([path], ReadStats(), NodeMaker().node, lazy_values=True)
+                (turn,) = [analyze(trace) for trace in assemble_nodes(nodes)]
+            assert {call.name: _ms(call.phases) for call in turn.calls} == expected

@@ -153,14 +153,11 @@ def group_lines(group: TurnGroup, slow: bool = True) -> list[str]:
 # ---------------------------------------------------------------------------------------------- JSON
 
 
-def _seconds(turn: Turn, ns: int) -> float:
-    return (ns - turn.start_ns) / 1e9
-
-
-def _call_json(turn: Turn, call: TurnCall) -> dict[str, Any]:
+def _call_json(call: TurnCall, start_ns: int) -> dict[str, Any]:
+    """One call of a turn that started at ``start_ns``."""
     return {
-        "span_id": call.span_id, "name": call.name, "start": _seconds(turn, call.start_ns),
-        "duration": call.duration, "on_path": call.on_path, "in_tool": call.in_tool,
+        "span_id": call.span_id, "name": call.name, "start": (call.start_ns - start_ns) / 1e9,
+        "duration": (call.end_ns - call.start_ns) / 1e9, "on_path": call.on_path, "in_tool": call.in_tool,
         "phases": call.phases, "input_tokens": call.input_tokens, "output_tokens": call.output_tokens,
         "retries": call.retries, "error_type": call.error_type, "server_status": call.server_status,
         "server": call.server.as_dict() if call.server is not None else None,
@@ -206,7 +203,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
             }
             for s in turn.segments
         ],
-        "calls": [_call_json(turn, call) for call in calls],
+        "calls": [_call_json(call, start_ns) for call in calls],
         "spans": turn.spans,
         "clamped": turn.clamped,
         "clamp_max": turn.clamp_max,

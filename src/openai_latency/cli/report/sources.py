@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from typing import TypeVar, cast
 
 from .. import args as arguments
-from ..spans.files import read_spans
+from ..spans.files import read_spans_as
 from ..spans.jaeger import DEFAULT_LIMIT, DEFAULT_LOOKBACK, parse_lookback, read_jaeger
-from ..spans.span import ReadStats, Span
+from ..spans.span import ReadStats, Span, SpanMaker, remade
+
+T = TypeVar("T")
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,20 +42,34 @@ def open_spans(
     parser: argparse.ArgumentParser, args: argparse.Namespace, default: str, stats: ReadStats
 ) -> Iterator[Span]:
     """The spans the arguments name (usage errors exit 2 here); :class:`InputError` when unreadable."""
+    return open_spans_as(parser, args, default, stats, Span)
+
+
+def open_spans_as(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    default: str,
+    stats: ReadStats,
+    make: SpanMaker[T],
+    lazy_values: bool = False,
+) -> Iterator[T]:
+    """:func:`open_spans`, each span as ``make`` makes it from its fields, ``lazy_values`` for a file
+    (:func:`..spans.files.read_spans_as`)."""
     if args.jaeger is None:
         for name in ("service", "lookback", "limit"):
             if getattr(args, name) is not None:
                 parser.error(f"--{name} needs --jaeger URL")
-        return read_spans(args.paths or [default], stats)
+        return read_spans_as(args.paths or [default], stats, make, lazy_values)
     if args.paths:
         parser.error("give trace files or --jaeger URL, not both")
-    return read_jaeger(
+    spans = read_jaeger(
         args.jaeger,
         stats,
         service=args.service,
         lookback_s=args.lookback if args.lookback is not None else parse_lookback(DEFAULT_LOOKBACK),
         limit=args.limit if args.limit is not None else DEFAULT_LIMIT,
     )
+    return cast("Iterator[T]", spans) if make is Span else remade(spans, make)
 
 
 def _lookback(text: str) -> float:

@@ -1,24 +1,32 @@
 """The OTLP JSON reader's fast path when msgspec is installed (the ``cli`` extra): a line -> spans.
 
 Each line is decoded straight into typed structs that hold only what a span needs (no dict per
-attribute, unknown fields skipped inside the parser), then into :class:`Span`. The structs are not
-tracked by the cyclic garbage collector (``gc=False``: they hold no cycles), and the decoder is lax
-(``strict=False``): OTLP JSON's integers written as strings (times, ``intValue``) and doubles
-written as ``"NaN"``/``"Infinity"`` are parsed in C. A line of any other shape (not JSON, a list,
-snake_case keys, base64 ids, no spans, a span without ids or with end before start, a string that
-is no number, a ``kvlistValue`` or ``bytesValue``, an attribute without its key or its value)
-returns None and is read by the general reader, so both paths give the same spans and the same
-counts (tests/cli/spans/test_decode.py).
+attribute, unknown fields skipped inside the parser), then into :class:`Span` (or what the reader's
+``make`` builds of a span's fields). The structs are not tracked by the cyclic garbage collector
+(``gc=False``: they hold no cycles), and the decoder is lax (``strict=False``): OTLP JSON's integers
+written as strings (times, ``intValue``) and doubles written as ``"NaN"``/``"Infinity"`` are parsed
+in C. A line of any other shape (not JSON, a list, snake_case keys, base64 ids, no spans, a span
+without ids or with end before start, a string that is no number, a ``kvlistValue`` or
+``bytesValue``, an attribute without its key or its value) returns None and is read by the general
+reader, so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
+
+With ``lazy_values`` (``report --by trace``, which reads few attribute values), each attribute value
+is left as its JSON text by the parser and decoded when read (:class:`LazyAttributes`), as the line
+would have been: a value of a shape left to the general reader is decoded as the general reader does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from .decode import any_value
 from .names import SERVICE_NAME
-from .span import Span
+from .span import Span, SpanMaker
+
+T = TypeVar("T")
 
 
 class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
@@ -50,7 +58,19 @@ class _Status(msgspec.Struct, gc=False):
     code: int | str | None = None
 
 
-class _Span(msgspec.Struct, gc=False):
+class _RawKeyValue(msgspec.Struct, gc=False):
+    """An attribute whose value is skipped by the parser, kept as its JSON text: decoded when read
+    (:class:`LazyAttributes`). Its key and value required, as :class:`_KeyValue`'s."""
+
+    key: str
+    value: msgspec.Raw
+
+
+#: A span's attributes: decoded (:class:`_KeyValue`) or left as JSON text (:class:`_RawKeyValue`).
+A = TypeVar("A")
+
+
+class _Span(msgspec.Struct, Generic[A], gc=False):
     """The times required: a span without either (rare) sends its line to the general reader."""
 
     startTimeUnixNano: int
@@ -59,39 +79,90 @@ class _Span(msgspec.Struct, gc=False):
     spanId: str = ""
     parentSpanId: str = ""
     name: str = ""
-    attributes: list[_KeyValue] = []
+    attributes: list[A] = []
     status: _Status | None = None
 
 
-class _ScopeSpans(msgspec.Struct, gc=False):
-    spans: list[_Span] = []
+class _ScopeSpans(msgspec.Struct, Generic[A], gc=False):
+    spans: list[_Span[A]] = []
 
 
 class _Resource(msgspec.Struct, gc=False):
     attributes: list[_KeyValue] = []
 
 
-class _ResourceSpans(msgspec.Struct, gc=False):
+class _ResourceSpans(msgspec.Struct, Generic[A], gc=False):
     resource: _Resource | None = None
-    scopeSpans: list[_ScopeSpans] = []
+    scopeSpans: list[_ScopeSpans[A]] = []
 
 
-class _Request(msgspec.Struct, gc=False):
-    resourceSpans: list[_ResourceSpans] | None = None
+class _Request(msgspec.Struct, Generic[A], gc=False):
+    resourceSpans: list[_ResourceSpans[A]] | None = None
 
 
-_decode = msgspec.json.Decoder(_Request, strict=False).decode
+_decode = msgspec.json.Decoder(_Request[_KeyValue], strict=False).decode
+_decode_raw = msgspec.json.Decoder(_Request[_RawKeyValue], strict=False).decode
+_decode_value = msgspec.json.Decoder(_AnyValue, strict=False).decode
+
+_Raw = msgspec.Raw
+_ABSENT = object()
+_dict_get = dict.get
 
 
-def decode_line(line: bytes) -> list[Span] | None:
-    """The spans of one line (an ``ExportTraceServiceRequest``), or None: let the general reader."""
+class LazyAttributes(dict[str, Any]):
+    """A span's attributes whose values are decoded when first read (``attributes[key]``,
+    ``attributes.get(key)``), each once, as the line's reader would have decoded it; keys, ``in``
+    and ``len`` as a dict's. For a reader of a few of them: ``report --by trace`` reads ~10 of an
+    operation span's ~40, and a decoded value cost more than the rest of its reading (msgspec's
+    structs for each attribute and its value, then a dict entry)."""
+
+    __slots__ = ()
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        value = _dict_get(self, key, _ABSENT)
+        if value.__class__ is _Raw:
+            try:
+                decoded = _decode_value(value)
+            except msgspec.DecodeError:  # also ValidationError
+                value = _general_value(value)
+            else:
+                value = decoded.stringValue  # _value's first answer, without the call: most are texts
+                if value is None:
+                    value = _value(decoded)
+            self[key] = value
+        elif value is _ABSENT:
+            return default
+        return value
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+
+def _general_value(raw: msgspec.Raw) -> Any:
+    """The value of an ``AnyValue``'s JSON text of a shape the fast reader leaves to the general reader
+    (a ``kvlistValue``, a string that is no number...): the general reader's
+    (:func:`.decode.any_value`)."""
+    return any_value(json.loads(bytes(raw).decode("utf-8", "replace")))
+
+
+def decode_line(
+    line: bytes,
+    make: SpanMaker[T] = Span,  # type: ignore[assignment]
+    lazy_values: bool = False,
+) -> list[T] | None:
+    """The spans of one line (an ``ExportTraceServiceRequest``), or None: let the general reader.
+    Each span is ``make``'s (:class:`Span`, or what ``make`` builds from a span's fields);
+    ``lazy_values``: its attributes are :class:`LazyAttributes`, for a ``make`` that reads few."""
     try:
-        request = _decode(line)
+        request: _Request[Any] = _decode_raw(line) if lazy_values else _decode(line)
     except msgspec.DecodeError:  # also ValidationError: another shape
         return None
     if not request.resourceSpans:
         return None  # metrics, logs, an empty request: the general reader counts those
-    result: list[Span] = []
+    result: list[T] = []
     append = result.append
     # the spans of a line mostly share their trace: its id checked and lowered once, one object for
     # all (whose hash is then computed once, by the trace assembly)
@@ -116,27 +187,31 @@ def decode_line(line: bytes) -> list[Span] | None:
                 start, end = raw.startTimeUnixNano, raw.endTimeUnixNano
                 if end < start:
                     return None
-                attributes: dict[str, Any] = {}
-                for item in raw.attributes:
-                    value = item.value
-                    text = value.stringValue
-                    if text is not None:
-                        attributes[item.key] = text
-                        continue
-                    flag = value.boolValue
-                    if flag is not None:
-                        attributes[item.key] = flag
-                        continue
-                    whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
-                    if whole is not None:
-                        attributes[item.key] = whole
-                        continue
-                    number = value.doubleValue  # the phases' seconds
-                    attributes[item.key] = number if number is not None else _value(value)
+                attributes: dict[str, Any]
+                if lazy_values:  # each value its JSON text until read (the dict copied in C, as a whole)
+                    attributes = LazyAttributes({item.key: item.value for item in raw.attributes})
+                else:
+                    attributes = {}
+                    for item in raw.attributes:
+                        value = item.value
+                        text = value.stringValue
+                        if text is not None:
+                            attributes[item.key] = text
+                            continue
+                        flag = value.boolValue
+                        if flag is not None:
+                            attributes[item.key] = flag
+                            continue
+                        whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
+                        if whole is not None:
+                            attributes[item.key] = whole
+                            continue
+                        number = value.doubleValue  # the phases' seconds
+                        attributes[item.key] = number if number is not None else _value(value)
                 status = raw.status
                 code = status.code if status is not None else None
                 append(
-                    Span(
+                    make(
                         trace,
                         span_id.lower(),
                         parent.lower(),

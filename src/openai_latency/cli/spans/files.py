@@ -25,11 +25,13 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 from .decode import attributes, fast_span, objects
 from .names import SERVICE_NAME
-from .span import InputError, ReadStats, Span
+from .span import InputError, ReadStats, Span, SpanMaker, remade
+
+T = TypeVar("T")
 
 # Parsers, fastest first, same results: msgspec (the ``cli`` extra) decodes the usual lines straight
 # into spans; orjson, when installed, parses what the general reader reads; else the standard library.
@@ -42,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
     JSON_PARSER = "json"
-_decode_line: Callable[[bytes], list[Span] | None] | None
+_decode_line: Callable[[bytes, SpanMaker[Any], bool], list[Any] | None] | None
 try:
     from .decode_msgspec import decode_line as _decode_line
 
@@ -97,16 +99,28 @@ def read_spans(paths: Iterable[str | Path], stats: ReadStats) -> Iterator[Span]:
     """Every span of every file, streaming; counts what was read and skipped in ``stats``.
 
     :class:`InputError` at once (not on the first ``next``) when a path is missing."""
+    return read_spans_as(paths, stats, Span)
+
+
+def read_spans_as(
+    paths: Iterable[str | Path], stats: ReadStats, make: SpanMaker[T], lazy_values: bool = False
+) -> Iterator[T]:
+    """:func:`read_spans`, each span as ``make`` makes it from its fields (:data:`~.span.SpanMaker`):
+    the msgspec reader calls ``make`` without a :class:`Span` in between, and with ``lazy_values``
+    hands it attributes whose values are decoded when read (:class:`~.decode_msgspec.LazyAttributes`:
+    for a ``make`` that reads few of them)."""
     files = find_files(paths)
-    return chain.from_iterable(_read_files(files, stats))
+    return chain.from_iterable(_read_files(files, stats, make, lazy_values))
 
 
-def _read_files(files: list[Path], stats: ReadStats) -> Iterator[list[Span]]:
+def _read_files(
+    files: list[Path], stats: ReadStats, make: SpanMaker[T], lazy_values: bool
+) -> Iterator[list[T]]:
     """The spans line by line (a list per line: flattened in C by ``chain``, cheaper than a
     generator per span)."""
     for path in files:
         stats.files.append(str(path))
-        yield from _read_file(path, stats)
+        yield from _read_file(path, stats, make, lazy_values)
 
 
 #: The read buffer of a plain file (bytes).
@@ -130,7 +144,12 @@ def _parse(data: bytes) -> Any:
         return json.loads(data.decode("utf-8", "replace"))
 
 
-def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
+def _made(spans: list[Span], make: SpanMaker[T]) -> list[T]:
+    """The general reader's spans as ``make`` makes them."""
+    return cast("list[T]", spans) if make is Span else list(remade(spans, make))
+
+
+def _read_file(path: Path, stats: ReadStats, make: SpanMaker[T], lazy_values: bool) -> Iterator[list[T]]:
     name = str(path)
     if not path.name.endswith((".jsonl", ".jsonl.gz")) and _is_single_document(path):
         try:
@@ -140,7 +159,7 @@ def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
             pass  # not one document after all: read it line by line below
         else:
             stats.lines += 1
-            yield _read_document(document, name, 1, stats)
+            yield _made(_read_document(document, name, 1, stats), make)
             return
     try:
         with _open(path) as handle:
@@ -148,7 +167,7 @@ def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
             for number, line in enumerate(handle, 1):
                 stats.lines += 1
                 if decode_line is not None:
-                    spans = decode_line(line)
+                    spans = decode_line(line, make, lazy_values)
                     if spans is not None:
                         stats.trace_documents += 1
                         stats.spans += len(spans)
@@ -166,7 +185,7 @@ def _read_file(path: Path, stats: ReadStats) -> Iterator[list[Span]]:
                         reason = f"not JSON ({exc.__class__.__name__}: {_short(str(exc))})"
                         stats.skip(name, number, reason)
                         continue
-                yield _read_document(document, name, number, stats)
+                yield _made(_read_document(document, name, number, stats), make)
     except (OSError, EOFError) as exc:
         stats.skip(name, stats.lines + 1, f"unreadable: {exc}")
 

@@ -3,8 +3,9 @@ the one error a read reports to the user (:class:`InputError`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 #: Stored per read; the count in :attr:`ReadStats.skipped_count` is complete.
 MAX_SKIPPED_KEPT = 20
@@ -25,6 +26,23 @@ class Span:
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / 1e9
+
+
+T = TypeVar("T")
+
+#: What a reader makes of each span, given the span's fields in :class:`Span`'s order: :class:`Span`
+#: itself, or (``report --by trace``) a node built straight from the decoder's fields, without a
+#: :class:`Span` in between.
+SpanMaker = Callable[[str, str, str, str, int, int, dict[str, Any], bool, str | None], T]
+
+
+def remade(spans: Iterable[Span], make: SpanMaker[T]) -> Iterator[T]:
+    """``spans`` as ``make`` makes them (for the readers that build a :class:`Span` first)."""
+    for span in spans:
+        yield make(
+            span.trace_id, span.span_id, span.parent_span_id, span.name, span.start_ns, span.end_ns,
+            span.attributes, span.status_error, span.service,
+        )  # fmt: skip
 
 
 class InputError(Exception):

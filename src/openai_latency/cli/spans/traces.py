@@ -86,14 +86,15 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def call_facts(span: Span, shared: Shared) -> CallFacts:
-    """An operation span's :class:`CallFacts` (phases from its ``openai_latency.phase.*``, replaced by
-    its phase spans when they come)."""
-    attributes = span.attributes
+def call_facts(
+    attributes: dict[str, Any], status_error: bool, shared: Shared, attribute_phases: bool = True
+) -> CallFacts:
+    """An operation span's :class:`CallFacts` (phases from its ``openai_latency.phase.*`` when
+    ``attribute_phases``; its phase spans replace them)."""
     get = attributes.get
-    phases = phases_of(attributes)
+    phases = phases_of(attributes) if attribute_phases else {}
     error = get(names.ERROR_TYPE)
-    if error is None and span.status_error:
+    if error is None and status_error:
         error = "_OTHER"
     reasons = get(names.RETRY_ERROR_TYPES)
     input_tokens = get(names.INPUT_TOKENS)
@@ -114,6 +115,7 @@ def call_facts(span: Span, shared: Shared) -> CallFacts:
 class Node:
     """One span of a trace, as much of it as the critical path needs."""
 
+    trace_id: str
     span_id: str
     parent_id: str
     name: str
@@ -152,10 +154,13 @@ class TraceReadStats:
 def kind_of(attributes: dict[str, Any]) -> str:
     """The node's kind from the span's own attributes (an ``other`` span with phase children is
     made ``llm`` later, by the tree)."""
+    return PHASE if attributes.get(names.PHASE).__class__ is str else _kind_of_no_phase(attributes)
+
+
+def _kind_of_no_phase(attributes: dict[str, Any]) -> str:
+    """:func:`kind_of` of a span without a phase."""
     if not attributes:  # an application's root span, often: what the checks below answer
         return OTHER
-    if attributes.get(names.PHASE).__class__ is str:
-        return PHASE
     operation = attributes.get(names.OPERATION_NAME)
     if operation == TOOL_OPERATION:
         return TOOL
@@ -170,7 +175,8 @@ def kind_of(attributes: dict[str, Any]) -> str:
     # any server key: a few lookups in C (the shorter of the two is iterated), not a Python loop
     if not attributes.keys().isdisjoint(_SERVER_KEYS):
         return SERVER
-    if is_operation(attributes):
+    # an operation name here is no tool's or agent's: is_operation's first answer, without the call
+    if operation is not None or is_operation(attributes):
         return LLM
     return OTHER
 
@@ -189,34 +195,69 @@ def server_fields(attributes: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def to_node(span: Span, shared: Shared) -> Node:
-    attributes = span.attributes
-    setdefault = shared.texts.setdefault  # Shared.text, inline: once or twice for every span
-    name, service = span.name, span.service
-    if service is not None:
-        service = setdefault(service, service)
-    error = span.status_error or names.ERROR_TYPE in attributes
-    phase = attributes.get(names.PHASE)
-    if phase.__class__ is str:  # kind_of's first answer, inline: most spans are phase spans
-        return Node(
-            span.span_id, span.parent_span_id, setdefault(name, name), span.start_ns, span.end_ns, PHASE,
-            service, error, setdefault(phase, phase),
+class NodeMaker:
+    """Spans -> nodes for one read, their texts stored once (:class:`~.calls.Shared`).
+
+    :meth:`node` takes a span's fields: it is a :data:`~.span.SpanMaker`, so the msgspec reader builds
+    each node straight from its decoder, without a :class:`~.span.Span` in between (with
+    ``lazy_values``: a node reads few of its attribute values, the others are never decoded);
+    :meth:`of` takes a ``Span``."""
+
+    __slots__ = ("_last", "_text", "shared")
+
+    def __init__(self, shared: Shared | None = None) -> None:
+        self.shared = shared if shared is not None else Shared()
+        self._text = self.shared.texts.setdefault  # Shared.text, inline: once or twice for every span
+        #: The node made last (its phase span, right before an operation span: see :meth:`node`).
+        self._last: Node | None = None
+
+    def node(
+        self, trace_id: str, span_id: str, parent_id: str, name: str, start_ns: int, end_ns: int,
+        attributes: dict[str, Any], status_error: bool, service: str | None,
+    ) -> Node:  # fmt: skip
+        text = self._text
+        if service is not None:
+            service = text(service, service)
+        error = status_error or names.ERROR_TYPE in attributes
+        phase = attributes.get(names.PHASE)
+        if phase.__class__ is str:  # kind_of's first answer, inline: most spans are phase spans
+            self._last = node = Node(
+                trace_id, span_id, parent_id, text(name, name), start_ns, end_ns, PHASE, service, error,
+                text(phase, phase),
+            )  # fmt: skip
+            return node
+        kind = _kind_of_no_phase(attributes)
+        last = self._last
+        self._last = node = Node(
+            trace_id, span_id, parent_id, text(name, name), start_ns, end_ns, kind, service, error
+        )
+        if kind == LLM or (kind == OTHER and _may_be_call(attributes)):
+            # a call's phases from its attributes are only read when it has no phase spans (the tree
+            # puts a phase span below the span its parent id names); exporters write spans as they
+            # end, so a call's phase spans mostly come right before it: then its attributes' phases
+            # (an operation span's ~40 keys looked at, their values decoded) are not looked for
+            phase_spans = (
+                last is not None
+                and last.parent_id == span_id
+                and last.kind == PHASE
+                and last.trace_id == trace_id
+            )
+            node.call = call_facts(attributes, status_error, self.shared, not phase_spans)
+            resend = attributes.get(names.RESEND_COUNT)
+            if isinstance(resend, str) and resend.isdigit():
+                resend = int(resend)
+            if isinstance(resend, int) and resend > 0 and not isinstance(resend, bool):
+                node.retries = resend
+        elif kind == SERVER:
+            node.server = server_fields(attributes)
+        return node
+
+    def of(self, span: Span) -> Node:
+        """The node of a :class:`~.span.Span`."""
+        return self.node(
+            span.trace_id, span.span_id, span.parent_span_id, span.name, span.start_ns, span.end_ns,
+            span.attributes, span.status_error, span.service,
         )  # fmt: skip
-    kind = kind_of(attributes)
-    node = Node(
-        span.span_id, span.parent_span_id, setdefault(name, name), span.start_ns, span.end_ns, kind,
-        service, error,
-    )  # fmt: skip
-    if kind == LLM or (kind == OTHER and _may_be_call(attributes)):
-        node.call = call_facts(span, shared)
-        resend = attributes.get(names.RESEND_COUNT)
-        if isinstance(resend, str) and resend.isdigit():
-            resend = int(resend)
-        if isinstance(resend, int) and resend > 0 and not isinstance(resend, bool):
-            node.retries = resend
-    elif kind == SERVER:
-        node.server = server_fields(attributes)
-    return node
 
 
 def _may_be_call(attributes: dict[str, Any]) -> bool:
@@ -232,26 +273,32 @@ def assemble_traces(
     spans: Iterable[Span], stats: TraceReadStats | None = None, window: int = WINDOW
 ) -> Iterator[Trace]:
     """Every trace of ``spans``, each once, as soon as it is complete (see the module docstring)."""
+    return assemble_nodes(map(NodeMaker().of, spans), stats, window)
+
+
+def assemble_nodes(
+    nodes: Iterable[Node], stats: TraceReadStats | None = None, window: int = WINDOW
+) -> Iterator[Trace]:
+    """:func:`assemble_traces` of the spans' nodes (:class:`NodeMaker`), in the spans' order."""
     stats = stats if stats is not None else TraceReadStats()
-    shared = Shared()
     open_traces: dict[str, list[Node]] = {}
     rooted: deque[tuple[int, str]] = deque()  # (span count when the root came, trace id)
     done: set[str] = set()
     held = most = count = 0
     release = _NONE_WAITS  # the span count at which the oldest rooted trace is handed on
-    for span in spans:
+    for node in nodes:
         count += 1
-        trace_id = span.trace_id
-        nodes = open_traces.get(trace_id)
-        if nodes is None:
+        trace_id = node.trace_id
+        members = open_traces.get(trace_id)
+        if members is None:
             if trace_id in done:
                 stats.late_spans += 1
                 stats.late_traces.add(trace_id)
                 continue
-            nodes = open_traces[trace_id] = []
-        nodes.append(to_node(span, shared))
+            members = open_traces[trace_id] = []
+        members.append(node)
         held += 1
-        if not span.parent_span_id:
+        if not node.parent_id:
             rooted.append((count, trace_id))
             if release == _NONE_WAITS:
                 release = count + window
@@ -269,6 +316,6 @@ def assemble_traces(
                 yield Trace(finished, ready)
     stats.max_open_nodes = max(stats.max_open_nodes, most, held)
     stats.spans += count
-    for trace_id, nodes in open_traces.items():
+    for trace_id, members in open_traces.items():
         stats.traces += 1
-        yield Trace(trace_id, nodes)
+        yield Trace(trace_id, members)

@@ -130,8 +130,13 @@ class _Tree:
         self.by_id = by_id = {node.span_id: node for node in nodes}
         self.phases: dict[str, list[Node]] = {}
         phases = self.phases
+        tops: list[Node] = []  # the spans whose parent is not in the trace (its root among them)
+        self.servers: list[Node] = []  # the server spans (:func:`.server_join.servers_by_call`)
         for node in nodes:
-            if node.kind == PHASE:
+            kind = node.kind
+            if kind == SERVER:
+                self.servers.append(node)
+            elif kind == PHASE:
                 parent = by_id.get(node.parent_id)
                 if parent is not None and parent.kind != PHASE:
                     siblings = phases.get(parent.span_id)
@@ -141,12 +146,13 @@ class _Tree:
                         siblings.append(node)
                     if parent.kind != LLM and parent.call is not None:
                         parent.kind = LLM  # a span of ours with phase children is an operation
+            elif node.parent_id not in by_id:
+                tops.append(node)
         for call_id in self.phases:  # a framework's span around our call (OpenLLMetry's
             inner = by_id[call_id]  # openai.response): not a second call
             outer = by_id.get(inner.parent_id) if inner.kind == LLM else None
             if outer is not None and outer.kind == LLM and outer.span_id not in self.phases:
                 outer.kind = OTHER
-        tops = [n for n in nodes if n.kind not in (PHASE, SERVER) and n.parent_id not in by_id]
         roots = [n for n in tops if not n.parent_id]
         self.orphans = 0
         self.caller_missing = False
@@ -161,7 +167,7 @@ class _Tree:
         else:
             start = min(n.start_ns for n in nodes)
             end = max(n.end_ns for n in nodes)
-            self.root = Node(_ROOT_ID, "", "", start, end, AGENT)
+            self.root = Node(trace.trace_id, _ROOT_ID, "", "", start, end, AGENT)
             self.root_name = None
         self.children: dict[str, list[Node]] = {}
         children = self.children
@@ -201,7 +207,7 @@ class _Tree:
                     self.clamp_max_ns = max(self.clamp_max_ns, cut)
                 window[child.span_id] = (start, end)
                 kept.append(child)
-                if child.kind != LLM:
+                if child.kind != LLM and child.span_id in children:  # a leaf has nothing to clamp
                     stack.append(child)
             if len(kept) > 1:
                 kept.sort(key=lambda n: window[n.span_id][1], reverse=True)
@@ -215,8 +221,9 @@ class _Tree:
         pieces: list[tuple[Node, int, int]] = []  # (owner, start, end): made Segments at the end
         window = self.window
         root = self.root
+        children = self.children.get
         # frames: [span, the current point, its children latest-ending first, next child to look at]
-        stack: list[list[object]] = [[root, window[root.span_id][1], self.children.get(root.span_id, []), 0]]
+        stack: list[list[object]] = [[root, window[root.span_id][1], children(root.span_id, []), 0]]
         while stack:
             frame = stack[-1]
             node: Node = frame[0]  # type: ignore[assignment]
@@ -232,7 +239,7 @@ class _Tree:
                 if end < point:
                     pieces.append((node, end, point))
                 frame[1] = start
-                grandchildren = self.children.get(child.span_id)
+                grandchildren = children(child.span_id)
                 if child.kind == LLM or not grandchildren:
                     pieces.append((child, start, end))
                 else:
@@ -287,7 +294,7 @@ def analyze(trace: Trace, skew_bound_s: float = SKEW_BOUND_S) -> Turn:
         path[segment.category] += (segment.end_ns - segment.start_ns) / 1e9
         if segment.category == "llm":
             on_path[segment.span_id] = segment.end_ns - segment.start_ns
-    servers, detached = servers_by_call(trace.nodes, tree.by_id)
+    servers, detached = servers_by_call(tree.servers, tree.by_id)
     calls: list[TurnCall] = []
     llm_phases: dict[str, float] = {}
     server_path: ServerSplit | None = None
