@@ -146,6 +146,7 @@ def test_warmup_is_not_in_the_results_and_targets_alternate(tmp_path: Path) -> N
         assert "openai_latency.bench.warmup" not in "".join(lines)
 
 
+@pytest.mark.slow
 def test_a_sweep_with_duration_gives_one_result_per_level() -> None:
     """``-c 1,2 --duration 1``: each level runs about 1 s on its own; every number, the client's chunk
     gaps included, is per level (never pooled over the sweep)."""

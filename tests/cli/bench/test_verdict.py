@@ -67,6 +67,7 @@ def test_a_429_on_every_5th_request_makes_p95_slower_and_p50_equal() -> None:
     assert "8 of 40 calls on b waited on backoff after 429" in text
 
 
+@pytest.mark.slow
 def test_two_identical_servers_give_no_difference_detectable() -> None:
     verdict, text = _bench({"delay-ms": 50, **STREAM}, {"delay-ms": 50, **STREAM})
     assert not verdict["significant"]

@@ -308,6 +308,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_a_long_run_spills_its_spans_between_levels_and_loses_none(tmp_path: Path) -> None:
     """Spans beyond a bound are written out between load levels (bounded lowered to 30 here)."""
     import subprocess

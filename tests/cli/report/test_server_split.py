@@ -20,6 +20,7 @@ PLAIN = {"ttft-ms": 10, **STREAM}
 ENV = {"OPENAI_LATENCY_SERVER_METRICS": "request"}
 
 
+@pytest.mark.slow
 def test_bench_and_report_split_the_ttft(tmp_path: Path) -> None:
     out = tmp_path / "spans.jsonl"
     with ExitStack() as stack:
