@@ -173,12 +173,16 @@ def test_lazy_values_are_the_general_readers_of_any_shape(
     path = tmp_path / "spans.jsonl"
     path.write_text(_line(values) + "\n")
     general = _comparable(_read(path, False, monkeypatch))
-    for read in ("item", "get"):
+    for read in ("item", "get", "items"):
         spans = decode_line(path.read_bytes().rstrip(), Span, lazy_values=True)
         assert spans is not None and isinstance(spans[0].attributes, LazyAttributes)
         for span in spans:
             lazy = span.attributes
             keys = list(lazy)
+            if read == "items":  # a reader of the whole mapping sees decoded values too
+                assert [value for _, value in lazy.items()] == lazy.values()
+                span.attributes = dict(lazy.items())
+                continue
             span.attributes = {key: lazy[key] if read == "item" else lazy.get(key) for key in keys}
             assert span.attributes == {key: lazy[key] for key in keys}  # decoded once, then kept
         assert _comparable(spans) == general

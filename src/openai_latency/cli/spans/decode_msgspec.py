@@ -140,6 +140,13 @@ class LazyAttributes(dict[str, Any]):
             raise KeyError(key)
         return value
 
+    # every value decoded, so that no reader of the whole mapping sees JSON text (the report reads none)
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [self[key] for key in self]
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        return [(key, self[key]) for key in self]
+
 
 def _general_value(raw: msgspec.Raw) -> Any:
     """The value of an ``AnyValue``'s JSON text of a shape the fast reader leaves to the general reader
