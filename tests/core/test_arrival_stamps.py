@@ -5,10 +5,12 @@ chunks take those stamps, which lie between the server's write and the hand-over
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import openai
 import pytest
 from anyio._backends._asyncio import StreamProtocol
@@ -85,3 +87,65 @@ def test_a_protocol_without_its_queue_changes_nothing_for_the_reader() -> None:
     stamped(Odd(), b"x")
     assert received == [b"x"]
     assert arrival_stamps.consumed_ns(Odd()) == 0
+
+
+def test_the_stamp_is_the_polls_return_not_the_callbacks_run(instrument: Callable[..., Captured]) -> None:
+    """A saturated loop runs the task steps queued before its poll first, then the read callbacks:
+    a task that works 30 ms in the iteration that polls the bytes must not make them 30 ms late.
+    The order is the loop's own, so the bounds hold on any machine: write <= stamp <= the work's
+    start."""
+    instrument()
+    marks: dict[str, int] = {}
+
+    async def main() -> int:
+        listener = socket.create_server(("127.0.0.1", 0))
+        stream = await anyio.connect_tcp("127.0.0.1", listener.getsockname()[1])
+        server, _ = listener.accept()
+        server.sendall(b"w")
+        assert await stream.receive() == b"w"
+
+        async def hog() -> None:
+            server.sendall(b"x")  # in the client's socket before the next poll
+            marks["written"] = time.perf_counter_ns()
+            await asyncio.sleep(0)  # queued before that poll: runs before its read callback
+            marks["work"] = time.perf_counter_ns()
+            while time.perf_counter_ns() - marks["work"] < 30_000_000:
+                pass
+
+        reader = asyncio.ensure_future(stream.receive())
+        await asyncio.sleep(0)  # the reader waits, reading resumed
+        await hog()
+        assert await reader == b"x"
+        stamp = arrival_stamps.consumed_ns(stream._protocol)  # type: ignore[attr-defined]
+        await stream.aclose()
+        server.close()
+        listener.close()
+        return int(stamp)
+
+    stamp = asyncio.run(main())
+    assert marks["written"] <= stamp <= marks["work"], (stamp - marks["written"]) / 1e6
+
+
+def test_uninstrument_gives_every_watched_selector_its_own_select_back(
+    instrument: Callable[..., Captured], timing_server: Any
+) -> None:
+    instrument()
+    selectors: list[Any] = []
+
+    async def main() -> None:
+        selectors.append(asyncio.get_running_loop()._selector)  # type: ignore[attr-defined]
+        client = openai.AsyncOpenAI(base_url=timing_server.base_url, api_key="sk-test", max_retries=0)
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        async for _ in stream:
+            pass
+        await client.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+        assert "select" in vars(selectors[0])
+        OpenAILatencyInstrumentor().uninstrument()
+        assert "select" not in vars(selectors[0])
+        assert not hasattr(selectors[0], arrival_stamps._POLLS)
+    finally:
+        loop.close()
