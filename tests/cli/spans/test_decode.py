@@ -226,3 +226,19 @@ def test_odd_values_read_as_the_general_reader_reads_them(
     lazy = decode_line(path.read_bytes().rstrip(), Span, lazy_values=True)
     assert lazy is not None
     assert repr({key: lazy[0].attributes[key] for key in lazy[0].attributes}) == expected
+
+
+def test_lazy_values_of_the_same_text_are_decoded_once_and_lists_are_each_spans_own(tmp_path: Path) -> None:
+    """Decoded values are remembered by their JSON text (a phase name, a token count): the same
+    value again, of another span; a list is made for each span (its reader may change it)."""
+    values = {"text": {"stringValue": "first_token"}, "count": {"intValue": "12"}}
+    values["array"] = {"arrayValue": {"values": [{"stringValue": "a"}]}}
+    line = _line(values).encode()
+    first, second = (decode_line(line, Span, lazy_values=True) for _ in range(2))
+    assert first is not None and second is not None
+    a, b = first[0].attributes, second[0].attributes
+    assert a["text"] == b["text"] == "first_token" and a["count"] == b["count"] == 12
+    assert a["text"] is b["text"]  # the remembered object
+    assert a["array"] == b["array"] == ["a"] and a["array"] is not b["array"]
+    a["array"].append("b")
+    assert b["array"] == ["a"]

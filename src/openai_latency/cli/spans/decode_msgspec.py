@@ -131,14 +131,10 @@ class LazyAttributes(dict[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         value = _dict_get(self, key, _ABSENT)
         if value.__class__ is _Raw:
-            try:
-                decoded = _decode_value(value)
-            except msgspec.DecodeError:  # also ValidationError
-                value = _general_value(value)
-            else:
-                value = decoded.stringValue  # _value's first answer, without the call: most are texts
-                if value is _UNSET:
-                    value = _value(decoded)
+            text = bytes(value)
+            value = _known_get(text, _ABSENT)
+            if value is _ABSENT:
+                value = _decoded(text)
             self[key] = value
         elif value is _ABSENT:
             return default
@@ -158,11 +154,35 @@ class LazyAttributes(dict[str, Any]):
         return [(key, self[key]) for key in self]
 
 
-def _general_value(raw: msgspec.Raw) -> Any:
+#: Values decoded, by their JSON text: the values a report reads repeat (phase and operation names,
+#: token counts), and a lookup costs less than a decode. Bounded: past :data:`MAX_KNOWN`, decoded each time.
+_KNOWN: dict[bytes, Any] = {}
+_known_get = _KNOWN.get
+MAX_KNOWN = 4096
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _decoded(text: bytes) -> Any:
+    """The value of an ``AnyValue``'s JSON text, as the line's reader would have decoded it;
+    remembered (:data:`_KNOWN`) unless it is a list or a dict (a caller may change it)."""
+    try:
+        decoded = _decode_value(text)
+    except msgspec.DecodeError:  # also ValidationError
+        value = _general_value(text)
+    else:
+        value = decoded.stringValue  # _value's first answer, without the call: most are texts
+        if value is _UNSET:
+            value = _value(decoded)
+    if value.__class__ in _IMMUTABLE and len(_KNOWN) < MAX_KNOWN:
+        _KNOWN[text] = value
+    return value
+
+
+def _general_value(raw: bytes) -> Any:
     """The value of an ``AnyValue``'s JSON text of a shape the fast reader leaves to the general reader
     (a ``kvlistValue``, a string that is no number...): the general reader's
     (:func:`.decode.any_value`)."""
-    return any_value(json.loads(bytes(raw).decode("utf-8", "replace")))
+    return any_value(json.loads(raw.decode("utf-8", "replace")))
 
 
 def decode_line(
