@@ -4,9 +4,10 @@ Each line is decoded straight into typed structs that hold only what a span need
 attribute, unknown fields skipped inside the parser), then into :class:`Span` (or what the reader's
 ``make`` builds of a span's fields). The structs are not tracked by the cyclic garbage collector
 (``gc=False``: they hold no cycles), and the decoder is lax (``strict=False``): the times, integers
-written as strings in OTLP JSON, are parsed in C. A line of any other shape (not JSON, a list, snake_case keys, base64 ids, no spans, a span
-without ids or with end before start, a string that is no number, a ``kvlistValue`` or
-``bytesValue``, an attribute without its key or its value) returns None and is read by the general
+written as strings in OTLP JSON, are parsed in C. A line of any other shape (not JSON, a list,
+snake_case keys, base64 ids, no spans, a span without ids or with end before start, a time that is
+no number, a ``kvlistValue`` or ``bytesValue``, an attribute without its key or its value, a value's
+``null`` field) returns None and is read by the general
 reader, so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
 
 An attribute value's fields are read as the general reader reads them (:func:`.decode.any_value`),
