@@ -69,8 +69,8 @@ def _span(raw: dict[str, Any], service: str | None) -> Span | None:
     """A span of any accepted shape (hex or base64 ids, integer or named enums), checked."""
     trace_id = _id(raw.get("traceId"), 16)
     span_id = _id(raw.get("spanId"), 8)
-    start = _int(raw.get("startTimeUnixNano"))
-    end = _int(raw.get("endTimeUnixNano"))
+    start = integer(raw.get("startTimeUnixNano"))
+    end = integer(raw.get("endTimeUnixNano"))
     if not trace_id or not span_id or start is None or end is None or end < start:
         return None
     status = raw.get("status")
@@ -106,7 +106,7 @@ def _id(value: Any, size: int) -> str:
     return decoded.hex() if len(decoded) == size else value.lower()
 
 
-def _int(value: Any) -> int | None:
+def integer(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -137,7 +137,7 @@ def any_value(value: Any) -> Any:
     if "boolValue" in value:
         return bool(value["boolValue"])
     if "intValue" in value:
-        return _int(value["intValue"])
+        return integer(value["intValue"])
     if "doubleValue" in value:
         return double(value["doubleValue"])
     if "arrayValue" in value:

@@ -3,12 +3,18 @@
 Each line is decoded straight into typed structs that hold only what a span needs (no dict per
 attribute, unknown fields skipped inside the parser), then into :class:`Span` (or what the reader's
 ``make`` builds of a span's fields). The structs are not tracked by the cyclic garbage collector
-(``gc=False``: they hold no cycles), and the decoder is lax (``strict=False``): OTLP JSON's integers
-written as strings (times, ``intValue``) and doubles written as ``"NaN"``/``"Infinity"`` are parsed
-in C. A line of any other shape (not JSON, a list, snake_case keys, base64 ids, no spans, a span
-without ids or with end before start, a string that is no number, a ``kvlistValue`` or
-``bytesValue``, an attribute without its key or its value) returns None and is read by the general
+(``gc=False``: they hold no cycles), and the decoder is lax (``strict=False``): the times, integers
+written as strings in OTLP JSON, are parsed in C. A line of any other shape (not JSON, a list,
+snake_case keys, base64 ids, no spans, a span without ids or with end before start, a time that is
+no number, a ``kvlistValue`` or ``bytesValue``, an attribute without its key or its value, a value's
+``null`` field) returns None and is read by the general
 reader, so both paths give the same spans and the same counts (tests/cli/spans/test_decode.py).
+
+An attribute value's fields are read as the general reader reads them (:func:`.decode.any_value`),
+whatever the lax parser would make of them: an absent field is :data:`~msgspec.UNSET` (a ``null``
+one is another shape), and a boolean, integer or double written as a string is kept a string and
+read as the general reader reads it (``bool("false")`` is True there; an ``intValue`` of ``"5.0"`` is
+no integer; a ``doubleValue`` of ``"-0"`` is -0.0), so both readers agree on odd values too.
 
 With ``lazy_values`` (``report --by trace``, which reads few attribute values), each attribute value
 is left as its JSON text by the parser and decoded when read (:class:`LazyAttributes`), as the line
@@ -22,22 +28,27 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from .decode import any_value
+from .decode import any_value, double, integer
 from .names import SERVICE_NAME
 from .span import Span, SpanMaker
 
 T = TypeVar("T")
 
 
+_UNSET = msgspec.UNSET
+
+
 class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     """The values spans carry; a line with a ``kvlistValue`` or ``bytesValue`` (rare: fewer fields
-    to fill in for every value) fails here and goes to the general reader."""
+    to fill in for every value) fails here and goes to the general reader, as does a ``null`` field.
+    A string where a boolean or a number belongs is kept as written (:func:`_value` reads it as the
+    general reader does): OTLP JSON's integers are strings, so ``intValue`` mostly is one."""
 
-    stringValue: str | None = None
-    boolValue: bool | None = None
-    intValue: int | None = None
-    doubleValue: float | None = None
-    arrayValue: _ArrayValue | None = None
+    stringValue: str | msgspec.UnsetType = _UNSET
+    boolValue: bool | str | msgspec.UnsetType = _UNSET
+    intValue: int | str | msgspec.UnsetType = _UNSET
+    doubleValue: float | str | msgspec.UnsetType = _UNSET
+    arrayValue: _ArrayValue | msgspec.UnsetType = _UNSET
 
 
 class _ArrayValue(msgspec.Struct, gc=False):
@@ -121,14 +132,10 @@ class LazyAttributes(dict[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         value = _dict_get(self, key, _ABSENT)
         if value.__class__ is _Raw:
-            try:
-                decoded = _decode_value(value)
-            except msgspec.DecodeError:  # also ValidationError
-                value = _general_value(value)
-            else:
-                value = decoded.stringValue  # _value's first answer, without the call: most are texts
-                if value is None:
-                    value = _value(decoded)
+            text = bytes(value)
+            value = _known_get(text, _ABSENT)
+            if value is _ABSENT:
+                value = _decoded(text)
             self[key] = value
         elif value is _ABSENT:
             return default
@@ -148,11 +155,35 @@ class LazyAttributes(dict[str, Any]):
         return [(key, self[key]) for key in self]
 
 
-def _general_value(raw: msgspec.Raw) -> Any:
+#: Values decoded, by their JSON text: the values a report reads repeat (phase and operation names,
+#: token counts), and a lookup costs less than a decode. Bounded: past :data:`MAX_KNOWN`, decoded each time.
+_KNOWN: dict[bytes, Any] = {}
+_known_get = _KNOWN.get
+MAX_KNOWN = 4096
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _decoded(text: bytes) -> Any:
+    """The value of an ``AnyValue``'s JSON text, as the line's reader would have decoded it;
+    remembered (:data:`_KNOWN`) unless it is a list or a dict (a caller may change it)."""
+    try:
+        decoded = _decode_value(text)
+    except msgspec.DecodeError:  # also ValidationError
+        value = _general_value(text)
+    else:
+        value = decoded.stringValue  # _value's first answer, without the call: most are texts
+        if value is _UNSET:
+            value = _value(decoded)
+    if value.__class__ in _IMMUTABLE and len(_KNOWN) < MAX_KNOWN:
+        _KNOWN[text] = value
+    return value
+
+
+def _general_value(raw: bytes) -> Any:
     """The value of an ``AnyValue``'s JSON text of a shape the fast reader leaves to the general reader
     (a ``kvlistValue``, a string that is no number...): the general reader's
     (:func:`.decode.any_value`)."""
-    return any_value(json.loads(bytes(raw).decode("utf-8", "replace")))
+    return any_value(json.loads(raw.decode("utf-8", "replace")))
 
 
 def decode_line(
@@ -199,22 +230,29 @@ def decode_line(
                     attributes = LazyAttributes({item.key: item.value for item in raw.attributes})
                 else:
                     attributes = {}
-                    for item in raw.attributes:
+                    for item in raw.attributes:  # _value's answers, the usual ones inline
                         value = item.value
                         text = value.stringValue
-                        if text is not None:
+                        if text is not _UNSET:
                             attributes[item.key] = text
                             continue
                         flag = value.boolValue
-                        if flag is not None:
+                        if flag.__class__ is bool:
                             attributes[item.key] = flag
                             continue
-                        whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
-                        if whole is not None:
-                            attributes[item.key] = whole
-                            continue
-                        number = value.doubleValue  # the phases' seconds
-                        attributes[item.key] = number if number is not None else _value(value)
+                        if flag is _UNSET:
+                            whole = value.intValue  # tokens, ports, statuses: a string in OTLP JSON
+                            if whole.__class__ is str:
+                                try:
+                                    attributes[item.key] = int(whole)  # integer()'s answer for a string
+                                except ValueError:
+                                    attributes[item.key] = None
+                                continue
+                            number = value.doubleValue  # the phases' seconds
+                            if number.__class__ is float and whole is _UNSET:
+                                attributes[item.key] = number
+                                continue
+                        attributes[item.key] = _value(value)
                 status = raw.status
                 code = status.code if status is not None else None
                 append(
@@ -234,17 +272,21 @@ def decode_line(
 
 
 def _value(value: _AnyValue | None) -> Any:
-    """:func:`.decode.any_value`'s answer, in its order of precedence."""
+    """:func:`.decode.any_value`'s answer, in its order of precedence and with its conversions of a
+    string where a boolean or a number belongs."""
     if value is None:
         return None
-    if value.stringValue is not None:
+    if value.stringValue is not _UNSET:
         return value.stringValue
-    if value.boolValue is not None:
-        return value.boolValue
-    if value.intValue is not None:
-        return value.intValue
-    if value.doubleValue is not None:
-        return value.doubleValue
-    if value.arrayValue is not None:
+    flag = value.boolValue
+    if flag is not _UNSET:
+        return flag if flag.__class__ is bool else bool(flag)
+    whole = value.intValue
+    if whole is not _UNSET:
+        return whole if whole.__class__ is int else integer(whole)
+    number = value.doubleValue
+    if number is not _UNSET:
+        return number if number.__class__ is float else double(number)
+    if value.arrayValue is not _UNSET:
         return [_value(item) for item in value.arrayValue.values]
     return None

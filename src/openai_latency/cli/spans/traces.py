@@ -91,12 +91,14 @@ def call_facts(
 ) -> CallFacts:
     """An operation span's :class:`CallFacts` (phases from its ``openai_latency.phase.*`` when
     ``attribute_phases``; its phase spans replace them)."""
+    # a key mostly absent looked for with ``in`` first: ``get`` may be a method in Python
+    # (:class:`~.decode_msgspec.LazyAttributes`), ``in`` is the dict's own
     get = attributes.get
     phases = phases_of(attributes) if attribute_phases else {}
-    error = get(names.ERROR_TYPE)
+    error = get(names.ERROR_TYPE) if names.ERROR_TYPE in attributes else None
     if error is None and status_error:
         error = "_OTHER"
-    reasons = get(names.RETRY_ERROR_TYPES)
+    reasons = get(names.RETRY_ERROR_TYPES) if names.RETRY_ERROR_TYPES in attributes else None
     input_tokens = get(names.INPUT_TOKENS)
     output_tokens = get(names.OUTPUT_TOKENS)
     if output_tokens is None:
@@ -161,7 +163,7 @@ def _kind_of_no_phase(attributes: dict[str, Any]) -> str:
     """:func:`kind_of` of a span without a phase."""
     if not attributes:  # an application's root span, often: what the checks below answer
         return OTHER
-    operation = attributes.get(names.OPERATION_NAME)
+    operation = attributes.get(names.OPERATION_NAME) if names.OPERATION_NAME in attributes else None
     if operation == TOOL_OPERATION:
         return TOOL
     if operation in AGENT_OPERATIONS:
@@ -219,7 +221,7 @@ class NodeMaker:
         if service is not None:
             service = text(service, service)
         error = status_error or names.ERROR_TYPE in attributes
-        phase = attributes.get(names.PHASE)
+        phase = attributes.get(names.PHASE) if names.PHASE in attributes else None  # see call_facts
         if phase.__class__ is str:  # kind_of's first answer, inline: most spans are phase spans
             self._last = node = Node(
                 trace_id, span_id, parent_id, text(name, name), start_ns, end_ns, PHASE, service, error,
