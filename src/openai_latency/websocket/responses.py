@@ -211,7 +211,10 @@ def event_parser(
         if not arrival:
             arrival = handover
         try:
-            fields = getattr(event, "__dict__", _EMPTY)
+            try:
+                fields = event.__dict__
+            except AttributeError:  # not a model (the SDK builds a list from a JSON array)
+                fields = _EMPTY
             kind = fields.get("type")
             channel = channels.get(kind, 0) if type(kind) is str else 0
             queue = lanes.get(fields.get("stream_id", _NO_LANE)) if channel and fields.get("delta") else None
