@@ -54,10 +54,10 @@ class Side:
 
     def __init__(self, fused: bool, content: str = "no_content") -> None:
         self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
+        tracer_provider = TracerProvider(shutdown_on_exit=False)  # no atexit hold: collected after the test
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.metrics = InMemoryMetricReader()
-        meter = MeterProvider(metric_readers=[self.metrics]).get_meter("test")
+        meter = MeterProvider(metric_readers=[self.metrics], shutdown_on_exit=False).get_meter("test")
         settings = load_settings({"stall_threshold": 0.05, "capture_content": content}, environ={})
         self.telemetry = Telemetry(tracer_provider.get_tracer("test"), Metrics(meter), settings)
         self.connection = _Connection()
