@@ -84,31 +84,69 @@ def own(ws: Any, connection: Any, turns: Any) -> None:
 
 
 def _watch(ws: Any) -> None:
-    """``ws.recv`` (sync or asyncio) with :func:`lost` on the way out of a failure."""
+    """``ws.recv`` (sync or asyncio) with :func:`lost` on the way out of a failure. websockets' own
+    signatures (``timeout, decode`` sync, ``decode`` asyncio; the SDK passes ``decode=False``) get a
+    watcher with the same parameters: no argument tuple and keyword dict to build per message."""
     original = getattr(ws, "recv", None)
     if original is None:
         return
+    known = _parameters(original)
     if inspect.iscoroutinefunction(original):
-
-        async def recv_async(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await original(*args, **kwargs)
-            except BaseException as exc:
-                lost(ws, exc)
-                raise
-
-        ws.recv = recv_async
+        ws.recv = _async_watcher(ws, original) if known == ("decode",) else _any_async_watcher(ws, original)
     else:
-
-        def recv(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except BaseException as exc:
-                lost(ws, exc)
-                raise
-
-        ws.recv = recv
+        ws.recv = _watcher(ws, original) if known == ("timeout", "decode") else _any_watcher(ws, original)
     track(ws, ("recv",))
+
+
+def _parameters(method: Any) -> tuple[str, ...] | None:
+    try:
+        return tuple(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _watcher(ws: Any, original: Any) -> Any:
+    def recv(timeout: float | None = None, decode: bool | None = None) -> Any:
+        try:
+            return original(timeout, decode)
+        except BaseException as exc:
+            lost(ws, exc)
+            raise
+
+    return recv
+
+
+def _async_watcher(ws: Any, original: Any) -> Any:
+    async def recv(decode: bool | None = None) -> Any:
+        try:
+            return await original(decode)
+        except BaseException as exc:
+            lost(ws, exc)
+            raise
+
+    return recv
+
+
+def _any_watcher(ws: Any, original: Any) -> Any:
+    def recv(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except BaseException as exc:
+            lost(ws, exc)
+            raise
+
+    return recv
+
+
+def _any_async_watcher(ws: Any, original: Any) -> Any:
+    async def recv(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await original(*args, **kwargs)
+        except BaseException as exc:
+            lost(ws, exc)
+            raise
+
+    return recv
 
 
 def lost(ws: Any, exc: BaseException) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import weakref
+from collections import deque
 from types import ModuleType
 from typing import Any
 
@@ -160,35 +161,47 @@ def _fast_path(gate: Any, proto: ModuleType, instance: Any, wrapped: Any, ws: An
     """From the connection's first turn on, its own ``parse_event`` (an instance attribute, removed by
     ``uninstrument()``): the class wrapper's work without wrapt's dispatch, which cost about a third of
     ours per event. It holds the connection weakly (no cycle through the connection's ``__dict__``: a
-    connection dropped mid-turn is still collected, and its turn ends ``abandoned``)."""
+    connection dropped mid-turn is still collected, and its turn ends ``abandoned``). Responses turns
+    get their own (:func:`.responses.event_parser`: a token event's bookkeeping in the same frame)."""
     parse = getattr(wrapped, "__func__", None)
     if parse is None:
         return
     connection = weakref.ref(instance)
-    stamps_of = ws.__dict__
-    on_event = proto.on_event
-
-    def parse_event(data: Any) -> Any:
-        owner = connection()
-        if not gate._active or owner is None:
-            return parse(owner, data)
-        try:
-            stamps = stamps_of.get(ATTRIBUTE)
-            arrival = 0
-            if stamps and stamps[0][1] == len(data):
-                arrival = stamps.popleft()[0]
-        except Exception:
-            arrival = 0
-        event = parse(owner, data)
-        handover = clock()
-        try:
-            on_event(turns, event, arrival or handover, handover)
-        except Exception:
-            report("websocket event")
-        return event
-
-    instance.__dict__["parse_event"] = parse_event
+    # the connection's stamps, made before its first event got here (an empty deque when it has none)
+    stamps = ws.__dict__.get(ATTRIBUTE)
+    if stamps is None:
+        stamps = deque()
+    make = getattr(proto, "event_parser", None) or _event_parser(proto.on_event)
+    instance.__dict__["parse_event"] = make(gate, parse, connection, stamps, turns)
     arrivals.track(instance, ("parse_event",))
+
+
+def _event_parser(on_event: Any) -> Any:
+    """The connection's own ``parse_event`` for any protocol: the stamp's pairing, the parse, then
+    ``on_event`` (the class wrapper's work)."""
+
+    def make(gate: Any, parse: Any, connection: Any, stamps: Any, turns: Any) -> Any:
+        def parse_event(data: Any) -> Any:
+            owner = connection()
+            if not gate._active or owner is None:
+                return parse(owner, data)
+            try:
+                arrival = 0
+                if stamps and stamps[0][1] == len(data):
+                    arrival = stamps.popleft()[0]
+            except Exception:
+                arrival = 0
+            event = parse(owner, data)
+            handover = clock()
+            try:
+                on_event(turns, event, arrival or handover, handover)
+            except Exception:
+                report("websocket event")
+            return event
+
+        return parse_event
+
+    return make
 
 
 def _call(what: str, fn: Any, *args: Any) -> None:

@@ -14,25 +14,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any, Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
 from .. import semconv as sc
+from .._guard import report
 from ..call import deferred
-from ..hooks.streams import OBSERVERS, _on_chunk
+from ..clock import clock
+from ..hooks.streams import BLOCKED_NS, OBSERVERS, _add_gap, _on_chunk, _token_gap
 from ..model import StreamStats, Telemetry
 from ..read.attributes import request_attributes
 from ..read.routing import RESPONSES
 from . import arrivals, handshake
+from .arrivals import Stamps
 from .turns import Turn, Turns, capture_content, created, end, frame_written, open_operation
 
 STATE: Final = "_openai_latency_turns"
 """Where an SDK connection keeps its :class:`.turns.Turns` (its ``__dict__``)."""
 FINAL: Final = frozenset({"response.completed", "response.failed", "response.incomplete"})
 _observe_responses = OBSERVERS["responses"]
+_TOKEN_KINDS: Final = (
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+    "response.mcp_call_arguments.delta",
+    "response.code_interpreter_call_code.delta",
+    "response.audio.delta",
+    "response.audio.transcript.delta",
+    "response.reasoning_text.delta",
+    "response.reasoning_summary_text.delta",
+)
+DELTA_CHANNELS: Final = {
+    kind: _observe_responses(StreamStats(), SimpleNamespace(type=kind, delta="x")) for kind in _TOKEN_KINDS
+}
+"""The token channel of the usual delta events, as the SSE observer itself decides it (asked once here):
+:func:`event_parser`'s fast path. Any other delta type takes the general path, which decides the same."""
+_NO_LANE: Final = object()
+_EMPTY: Final[Mapping[str, Any]] = {}
 
 
 def observe(st: StreamStats, event: Any) -> int:
@@ -157,3 +179,71 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
             _error_code(st, event)
         turns.remove(turn, lane)
         end(turn, arrival, "completed")  # an error item makes it "error" (Operation.finish)
+
+
+def event_parser(
+    gate: Any, parse: Callable[[Any, Any], Any], connection: Callable[[], Any], stamps: Stamps, turns: Turns
+) -> Callable[[Any], Any]:
+    """The connection's own ``parse_event`` (:func:`.hooks._fast_path`): the stamp's pairing, the
+    SDK's parse, then the event to its turn, a token event of the usual kind in this frame.
+
+    The usual event of a turn is a delta of a channel the turn has already seen (its first token is
+    past), without content capture: for that one, :func:`.streams._on_chunk` with the observer comes
+    down to what is below, because a WebSocket turn's events are timed by their arrivals (asked for at
+    the previous arrival, handed over at this one: ``doubt_ns`` stays 0 and with it every ``*_doubt_ns``)
+    and no body read is counted (``reads``, ``read_ns`` stay 0). Any other event goes to
+    :func:`on_event`. The two paths are pinned to the same results by tests/websocket/test_fused_events.py."""
+    lanes = turns.lanes
+    channels = DELTA_CHANNELS
+
+    def parse_event(data: Any) -> Any:
+        owner = connection()
+        if not gate._active or owner is None:
+            return parse(owner, data)
+        try:  # arrivals.take: the oldest stamp, if it is this message's
+            arrival = 0
+            if stamps and stamps[0][1] == len(data):
+                arrival = stamps.popleft()[0]
+        except Exception:
+            arrival = 0
+        event = parse(owner, data)
+        handover = clock()
+        if not arrival:
+            arrival = handover
+        try:
+            try:
+                fields = event.__dict__
+            except AttributeError:  # not a model (the SDK builds a list from a JSON array)
+                fields = _EMPTY
+            kind = fields.get("type")
+            channel = channels.get(kind, 0) if type(kind) is str else 0
+            queue = lanes.get(fields.get("stream_id", _NO_LANE)) if channel and fields.get("delta") else None
+            if queue:
+                turn = queue[0]
+                st = turn.op.stream
+                seen = st.channels
+                if turn.observe is None and st.chunks and channel | seen == seen:
+                    delay = handover - arrival
+                    turn.handover_total += delay
+                    if delay > turn.handover_max:
+                        turn.handover_max = delay
+                    wait = arrival - st.last_activity_ns
+                    st.wait_ns += wait
+                    index = st.chunks
+                    st.chunks = index + 1
+                    if wait > BLOCKED_NS:
+                        gap = arrival - st.last_mark_ns
+                        _add_gap(st, gap)
+                        if gap:
+                            _token_gap(turn.op, st, index, gap, arrival)
+                    else:
+                        st.buffered_chunks += 1
+                    st.last_activity_ns = st.last_mark_ns = st.last_token_ns = arrival
+                    st.token_chunks += 1
+                    return event
+            on_event(turns, event, arrival, handover)
+        except Exception:
+            report("websocket event")
+        return event
+
+    return parse_event
