@@ -145,13 +145,9 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     kind = fields.get("type")
     if not isinstance(kind, str):
         return
-    lane = fields.get("stream_id")
-    # an SDK whose event models have no stream_id field keeps it as an extra; a model with the field
-    # has it in its ``__dict__`` (None when absent), and then no extra is looked up
-    if lane is None and "stream_id" not in fields:
-        extra = getattr(event, "__pydantic_extra__", None)
-        if extra:
-            lane = extra.get("stream_id")
+    lane = fields.get("stream_id", _NO_LANE)
+    if lane is _NO_LANE:
+        lane = _extra_lane(event)
     queue = turns.lanes.get(lane)
     if not queue:
         return
@@ -179,6 +175,14 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
             _error_code(st, event)
         turns.remove(turn, lane)
         end(turn, arrival, "completed")  # an error item makes it "error" (Operation.finish)
+
+
+def _extra_lane(event: Any) -> object:
+    """The lane of an event whose model has no ``stream_id`` field (an SDK before the field, openai
+    < 3): the server's ``stream_id`` kept as a pydantic extra, else no lane (None). A model with the
+    field has it in its ``__dict__`` (None when absent), and then no extra is looked up."""
+    extra = getattr(event, "__pydantic_extra__", None)
+    return extra.get("stream_id") if extra else None
 
 
 def event_parser(
@@ -217,7 +221,10 @@ def event_parser(
                 fields = _EMPTY
             kind = fields.get("type")
             channel = channels.get(kind, 0) if type(kind) is str else 0
-            queue = lanes.get(fields.get("stream_id", _NO_LANE)) if channel and fields.get("delta") else None
+            queue = None
+            if channel and fields.get("delta"):
+                lane = fields.get("stream_id", _NO_LANE)
+                queue = lanes.get(_extra_lane(event) if lane is _NO_LANE else lane)
             if queue:
                 turn = queue[0]
                 st = turn.op.stream
