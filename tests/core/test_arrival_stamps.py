@@ -148,4 +148,6 @@ def test_uninstrument_gives_every_watched_selector_its_own_select_back(
         assert "select" not in vars(selectors[0])
         assert not hasattr(selectors[0], arrival_stamps._POLLS)
     finally:
+        # The SDK's inner SSE generators end unclosed; let the loop finalize them.
+        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
