@@ -1,6 +1,6 @@
 """bench warns before it lies (issue 33): a client starved of CPU (a thread of the same process that
 holds the GIL for 40 ms at a time, every 60 ms) makes bench's event loop late. Its
-numbers then include the client's own delay; bench says so per level, in words, in the text, the
+numbers are then the client's as much as the server's; bench says so per level, in words, in the text, the
 JSON and the ``--html`` page, with the ``--workers`` count the measured CPU calls for. An open loop
 whose arrivals start late says that first: the load was lighter than asked."""
 

@@ -105,7 +105,8 @@ def _warning(
     cost = f" It used {per_request * 1000:.1f} ms of CPU per request." if per_request else ""
     return (
         f"the client, not the server, is the bottleneck here: {' and '.join(causes)}. The TTFT, TPOT"
-        f" and chunk gaps at this load include the client's own delay.{cost} Run with --workers"
+        f" and chunk gaps at this load are the client's as much as the server's (late reads bunch"
+        f" tokens: TPOT can read low as well as high).{cost} Run with --workers"
         f" {workers} (client processes, one core each) or lower the load."
     )
 
