@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import peer_bench
+
 from openai_latency.fake_server import FakeServer
 from openai_latency.fake_server.server import SpawnedServer
 
@@ -45,8 +46,9 @@ def run(server: SpawnedServer) -> tuple[float, float, int, bool]:
     """TPOT error p50 and p95 (ratio - 1), requests without a TPOT, bench's bottleneck flag."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "spans.jsonl"
-        cmd = [*peer_bench.OPENAI_LATENCY, "bench", "--target", f"truth={server.base_url}", "--model", "m",
-               "-n", "400", "--max-tokens", "32", "-c", "64", "--out", str(out), "--format", "json"]  # fmt: skip
+        cmd = [*peer_bench.OPENAI_LATENCY, "bench", "--target", f"truth={server.base_url}",
+               "--model", "m", "-n", "400", "--max-tokens", "32", "-c", "64", "--out", str(out),
+               "--format", "json"]  # fmt: skip
         server.clear()
         _, output = peer_bench._child(cmd, pin=True)
         calls = peer_bench.collect_calls(peer_bench.read_spans([str(out)], peer_bench.ReadStats())).calls
@@ -83,7 +85,8 @@ def main() -> None:
                 label = {"none": "none"}.get(share) or (
                     f"{share[1:]} at nice 0" if share.startswith("x") else f"1 at nice {share}"
                 )
-                print(f"| {label} | {p50:+.2%} / {p95:+.2%} | {missing} | {'yes' if warned else 'no'} |", flush=True)
+                warning = "yes" if warned else "no"
+                print(f"| {label} | {p50:+.2%} / {p95:+.2%} | {missing} | {warning} |", flush=True)
 
 
 if __name__ == "__main__":
