@@ -20,7 +20,11 @@ points) is per turn, not per event, and is not in these figures.
   the same bytes before, so the SDK's part is ~21 K instructions instead of ~775 K and our part, the
   same code, stands out of less noise (ten times the events in the same time).
 
-    python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions [--cached-parse]]
+- ``--parts``: wall time of the full path and of the path without our stamp, without our ``recv``
+  watcher, and without both (the ``parse_event`` path only), each against the bare SDK.
+
+    python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions] [--parts]
+        [--cached-parse]
 """
 
 from __future__ import annotations
@@ -142,6 +146,50 @@ def wall(events: int, rounds: int) -> None:
     print(f"  ours per event, each round (µs): {', '.join(f'{x / 1000:.3f}' for x in ours_ns)}")
 
 
+PARTS = ("full", "no stamp", "no watcher", "parse path only")
+
+
+def _part_connection(part: str) -> Any:
+    """An instrumented connection without our stamp (websockets' own ``process_event``, bound on the
+    instance as ours is) and/or without our ``recv`` watcher, for :func:`parts`."""
+    connection = _connection(True)
+    ws = connection._connection
+    if part in ("no stamp", "parse path only"):
+        ws.__dict__["process_event"] = type(ws).process_event.__get__(ws)
+    if part in ("no watcher", "parse path only"):
+        ws.__dict__.pop("recv", None)
+    return connection
+
+
+def parts(events: int, rounds: int) -> None:
+    """Wall time of each part of ours: the full path and the path without one or two of its hooks,
+    each against the bare SDK, all in every round (order reversed every other round)."""
+    from openai_latency import OpenAILatencyInstrumentor
+
+    provider = TracerProvider()
+    instrumentor = OpenAILatencyInstrumentor()
+    batch(_connection(False), 2000)
+    gc.collect()
+    gc.freeze()
+    added: dict[str, list[float]] = {part: [] for part in PARTS}
+    for index in range(rounds):
+        order = ("bare", *PARTS) if index % 2 == 0 else (*reversed(PARTS), "bare")
+        times: dict[str, int] = {}
+        for mode in order:
+            if mode != "bare":
+                instrumentor.instrument(tracer_provider=provider)
+            connection = _connection(False) if mode == "bare" else _part_connection(mode)
+            batch(connection, 200)
+            times[mode] = batch(connection, events)
+            if mode != "bare":
+                instrumentor.uninstrument()
+        for part in PARTS:
+            added[part].append((times[part] - times["bare"]) / events)
+    print(f"wall time added per event, median of {rounds} rounds of {events} events:")
+    for part in PARTS:
+        print(f"  {part:16} {statistics.median(added[part]) / 1000:.3f} µs")
+
+
 def _cache_parse() -> None:
     """The SDK's ``parse_event`` returns the event it built for the same bytes before (before
     ``instrument()``: our wrapper, and the connection's own ``parse_event``, call this one)."""
@@ -220,6 +268,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--instructions", action="store_true", help="callgrind counts instead of wall time")
     parser.add_argument("--cached-parse", action="store_true", help="the SDK's model build cached")
+    parser.add_argument("--parts", action="store_true", help="wall time without the stamp and/or watcher")
     parser.add_argument("--child", choices=("bare", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -229,7 +278,7 @@ def main() -> None:
     else:
         if args.cached_parse:
             _cache_parse()
-        wall(args.events, args.rounds)
+        (parts if args.parts else wall)(args.events, args.rounds)
 
 
 if __name__ == "__main__":
