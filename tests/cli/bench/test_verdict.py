@@ -110,8 +110,10 @@ def test_thinking_before_the_answer_shows_in_the_time_to_first_answer_token_not_
     # 20 requests a side: the 150 ms apart is ~50 times the requests' spread, the first tokens identical
     verdict, text = _bench({"delay-ms": 20, **STREAM}, {"delay-ms": 20, **STREAM, **thinking}, requests=20)
     ttft, answer = verdict["metrics"]["ttft"], verdict["metrics"]["ttft_answer"]
-    assert not ttft["p50"]["significant"], ttft["p50"]  # the first token (a reasoning one) comes as soon
     assert answer["p50"]["significant"] and answer["p50"]["difference"] > 0.1, answer["p50"]
+    # the first token (a reasoning one) comes as soon: TTFT moves by the machine's noise only, not by the
+    # thinking (a loaded machine can make a few ms "significant": the sides run one after the other)
+    assert abs(ttft["p50"]["difference"]) < answer["p50"]["difference"] / 5, (ttft["p50"], answer["p50"])
     assert answer["p50"]["phases"][0]["phase"] == "reasoning"
     assert "b vs a, time to first answer token: p50 " in text and "because of reasoning" in text
 
