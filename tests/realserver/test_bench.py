@@ -1,7 +1,8 @@
 """``openai-latency bench`` against two real servers: the small model and a larger one (one thread
 each, no prompt cache, so every request prefills its prompt). bench must rank them as their own
 ``timings`` rank them, and its TTFT and TPOT medians must match a plain client that only reads
-``time.perf_counter()`` around a raw HTTP stream (no SDK, no instrumentation).
+``time.perf_counter()`` around a raw HTTP stream (no SDK, no instrumentation), each read against the
+server's own account of its window (the server's pace drifts between the two clients' runs).
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ REQUESTS = 8
 # - TPOT / the server's decode pace: bench's ratio within 0.20 of the plain client's (measured
 #   0.989-0.998 for bench, 0.995-0.999 for the plain client since TPOT is measured across the window
 #   when the caller is idle; 0.987-1.125 before, when at this ~2 ms pace it came from observed gaps).
-# And the raw p50s: TTFT within 20 % (measured -8 to +13 %); TPOT raw is not compared (the drift
-# above alone moved it 15-40 %).
+# And the raw TTFT p50s, the plain client's scaled by the server's own prefill drift between the two
+# windows: within 10 % (measured 0.3-1.3 % apart). Unscaled they once were 25.6 % apart (CI,
+# 2026-12-06: the small server's own prefill p50 239.3 ms in the plain client's window, 298.8 ms in
+# bench's, with overheads 4.2 / 1.9 ms); TPOT raw is not compared (the drift above alone moved it
+# 15-40 %).
 # (Measured on a quiet machine: overheads 5.4 / 2.3 and 5.6 / 2.4 ms. CI once measured 19.7 / 4.6:
 # the server's RAM prompt cache copied each finished slot before the next prefill, 12-15 ms there,
 # now off for every test server: tests/realserver/llama.py, `--cache-ram 0`.)
 OVERHEAD_DIFF_S = 0.010
 PACE_RATIO_DIFF = 0.20
-TTFT_REL = 0.20
+TTFT_REL = 0.10
 
 
 def plain_stream(server: LlamaServer, prompt: str) -> dict[str, Any]:
@@ -134,7 +138,8 @@ def test_bench_ranks_the_servers_as_their_own_timings_do(
         assert ours["requests"] == REQUESTS and ours["errors"] == 0
         assert abs(bench_overhead - plain_overhead) <= OVERHEAD_DIFF_S
         assert abs(bench_ratio - plain_ratio) <= PACE_RATIO_DIFF
-        assert abs(ours["ttft"]["p50"] - ttft) <= TTFT_REL * ttft
+        drifted = ttft * split["prefill"] / server[name]["prefill"]  # the plain TTFT at bench's pace
+        assert abs(ours["ttft"]["p50"] - drifted) <= TTFT_REL * drifted, (ours["ttft"]["p50"], ttft, drifted)
     # the servers' own account ranks them: the large model is slower in prefill and in decode
     assert server["small"]["prefill"] < server["large"]["prefill"]
     assert server["small"]["decode"] < server["large"]["decode"]
