@@ -79,6 +79,8 @@ class Result:
     """The client's CPU during the load: bench's own figure (its JSON, without start-up and imports);
     guidellm's process and children, a 2-request run's CPU taken off (its start-up)."""
     cpu_in_run: bool = False
+    bottleneck: bool = False
+    """bench's own warning: its JSON's ``client.bottleneck`` (guidellm: always False)."""
 
 
 def _served(records: list[RequestRecord]) -> float:
@@ -120,10 +122,15 @@ def run_ours(
                *extra]  # fmt: skip
         _, output = _child(cmd, pin)
         calls = collect_calls(read_spans([str(out)], ReadStats())).calls
-    levels = json.loads(output)["client"]["levels"]
+    client = json.loads(output)["client"]
+    levels = client["levels"]
     records = server.records()
     result = Result(
-        requests=len(calls), wall_s=_served(records), arrivals_s=_arrivals(records), cpu_in_run=True
+        requests=len(calls),
+        wall_s=_served(records),
+        arrivals_s=_arrivals(records),
+        cpu_in_run=True,
+        bottleneck=bool(client["bottleneck"]),
     )
     result.cpu_s = sum(level["cpu_s"] for level in levels.values())
     for call in calls:

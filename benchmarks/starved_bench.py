@@ -12,14 +12,11 @@ a TPOT, and whether bench's JSON set ``client.bottleneck`` (its warning).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import peer_bench
 
@@ -44,23 +41,20 @@ def burners(share: str) -> list[subprocess.Popen[bytes]]:
 
 def run(server: SpawnedServer) -> tuple[float, float, int, bool]:
     """TPOT error p50 and p95 (ratio - 1), requests without a TPOT, bench's bottleneck flag."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "spans.jsonl"
-        cmd = [*peer_bench.OPENAI_LATENCY, "bench", "--target", f"truth={server.base_url}",
-               "--model", "m", "-n", "400", "--max-tokens", "32", "-c", "64", "--out", str(out),
-               "--format", "json"]  # fmt: skip
-        server.clear()
-        _, output = peer_bench._child(cmd, pin=True)
-        calls = peer_bench.collect_calls(peer_bench.read_spans([str(out)], peer_bench.ReadStats())).calls
-    errors = []
-    for call in calls:
-        record = server.record(call.request_id) if call.request_id else None
-        if record is not None and call.tpot:
-            errors.append(call.tpot / peer_bench._pace(record) - 1)
-    errors.sort()
-    p95 = errors[max(int(0.95 * len(errors)) - 1, 0)] if errors else float("nan")
-    p50 = statistics.median(errors) if errors else float("nan")
-    return p50, p95, len(calls) - len(errors), bool(json.loads(output)["client"]["bottleneck"])
+    server.clear()
+    offset_ns = time.time_ns() - time.monotonic_ns()
+    result = peer_bench.run_ours(server, "c=64", 400, True, offset_ns, [])
+    errors = [s.tpot_error for s in result.samples if s.tpot_error is not None]
+    missing = len(result.samples) - len(errors) + result.unmatched
+    if not errors:
+        return float("nan"), float("nan"), missing, result.bottleneck
+    return statistics.median(errors), peer_bench._q(errors, 0.95), missing, result.bottleneck
+
+
+def _label(share: str) -> str:
+    if share == "none":
+        return "none"
+    return f"{share[1:]} at nice 0" if share.startswith("x") else f"1 at nice {share}"
 
 
 def main() -> None:
@@ -82,9 +76,7 @@ def main() -> None:
                     for process in running:
                         process.kill()
                         process.wait()
-                label = {"none": "none"}.get(share) or (
-                    f"{share[1:]} at nice 0" if share.startswith("x") else f"1 at nice {share}"
-                )
+                label = _label(share)
                 warning = "yes" if warned else "no"
                 print(f"| {label} | {p50:+.2%} / {p95:+.2%} | {missing} | {warning} |", flush=True)
 

@@ -116,36 +116,6 @@ def batch(connection: Any, events: int) -> int:
     return time.perf_counter_ns() - start
 
 
-def wall(events: int, rounds: int) -> None:
-    from openai_latency import OpenAILatencyInstrumentor
-
-    provider = TracerProvider()
-    instrumentor = OpenAILatencyInstrumentor()
-    bare_ns: list[float] = []
-    ours_ns: list[float] = []
-    for _ in range(2):  # warm: model builds, caches
-        batch(_connection(False), 2000)
-    gc.collect()
-    gc.freeze()
-    for index in range(rounds):
-        results: dict[bool, int] = {}
-        for instrumented in (False, True) if index % 2 == 0 else (True, False):
-            if instrumented:
-                instrumentor.instrument(tracer_provider=provider)
-            connection = _connection(instrumented)
-            batch(connection, 200)
-            results[instrumented] = batch(connection, events)
-            if instrumented:
-                instrumentor.uninstrument()
-        bare_ns.append(results[False] / events)
-        ours_ns.append((results[True] - results[False]) / events)
-    bare, ours = statistics.median(bare_ns), statistics.median(ours_ns)
-    print(f"wall time, median of {rounds} rounds of {events} events:")
-    print(f"  the SDK's own recv + parse per event: {bare / 1000:.2f} µs")
-    print(f"  ours per event:                       {ours / 1000:.3f} µs ({ours / bare:.1%} of the SDK's)")
-    print(f"  ours per event, each round (µs): {', '.join(f'{x / 1000:.3f}' for x in ours_ns)}")
-
-
 PARTS = ("full", "no stamp", "no watcher", "parse path only")
 
 
@@ -161,33 +131,49 @@ def _part_connection(part: str) -> Any:
     return connection
 
 
-def parts(events: int, rounds: int) -> None:
-    """Wall time of each part of ours: the full path and the path without one or two of its hooks,
-    each against the bare SDK, all in every round (order reversed every other round)."""
+def _rounds(modes: tuple[str, ...], events: int, rounds: int) -> dict[str, list[float]]:
+    """ns per event of each mode (``bare``: the SDK alone; any other: instrumented, its connection
+    from :func:`_part_connection`), every mode in every round, in reversed order every other round."""
     from openai_latency import OpenAILatencyInstrumentor
 
     provider = TracerProvider()
     instrumentor = OpenAILatencyInstrumentor()
-    batch(_connection(False), 2000)
+    for _ in range(2):  # warm: model builds, caches
+        batch(_connection(False), 2000)
     gc.collect()
     gc.freeze()
-    added: dict[str, list[float]] = {part: [] for part in PARTS}
+    per_event: dict[str, list[float]] = {mode: [] for mode in modes}
     for index in range(rounds):
-        order = ("bare", *PARTS) if index % 2 == 0 else (*reversed(PARTS), "bare")
-        times: dict[str, int] = {}
-        for mode in order:
+        for mode in modes if index % 2 == 0 else tuple(reversed(modes)):
             if mode != "bare":
                 instrumentor.instrument(tracer_provider=provider)
             connection = _connection(False) if mode == "bare" else _part_connection(mode)
             batch(connection, 200)
-            times[mode] = batch(connection, events)
+            per_event[mode].append(batch(connection, events) / events)
             if mode != "bare":
                 instrumentor.uninstrument()
-        for part in PARTS:
-            added[part].append((times[part] - times["bare"]) / events)
+    return per_event
+
+
+def wall(events: int, rounds: int) -> None:
+    times = _rounds(("bare", "full"), events, rounds)
+    bare_ns = times["bare"]
+    ours_ns = [full - bare for full, bare in zip(times["full"], bare_ns, strict=True)]
+    bare, ours = statistics.median(bare_ns), statistics.median(ours_ns)
+    print(f"wall time, median of {rounds} rounds of {events} events:")
+    print(f"  the SDK's own recv + parse per event: {bare / 1000:.2f} µs")
+    print(f"  ours per event:                       {ours / 1000:.3f} µs ({ours / bare:.1%} of the SDK's)")
+    print(f"  ours per event, each round (µs): {', '.join(f'{x / 1000:.3f}' for x in ours_ns)}")
+
+
+def parts(events: int, rounds: int) -> None:
+    """Wall time of each part of ours: the full path and the path without one or two of its hooks,
+    each against the bare SDK of the same round."""
+    times = _rounds(("bare", *PARTS), events, rounds)
     print(f"wall time added per event, median of {rounds} rounds of {events} events:")
     for part in PARTS:
-        print(f"  {part:16} {statistics.median(added[part]) / 1000:.3f} µs")
+        added = statistics.median([x - bare for x, bare in zip(times[part], times["bare"], strict=True)])
+        print(f"  {part:16} {added / 1000:.3f} µs")
 
 
 def _cache_parse() -> None:
