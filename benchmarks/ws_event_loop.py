@@ -20,16 +20,27 @@ points) is per turn, not per event, and is not in these figures.
   the same bytes before, so the SDK's part is ~21 K instructions instead of ~775 K and our part, the
   same code, stands out of less noise (ten times the events in the same time).
 
+- ``--plain``: chunk_loop-style (``chunk_loop.py`` wraps a plain generator, not the SDK's stream):
+  the parse cached as above, and the SDK connection's ``recv`` replaced by its core,
+  ``parse_event(ws.recv(None, False))`` (the SDK's own ``recv_bytes`` imports, logs and records
+  progress per message: ~19 K instructions of its code around ours). Our code is the same; what
+  changes is how much of the SDK's code runs in the loop beside it, which sets how many
+  instructions per ns the interpreter gets through (the SDK's code evicts ours from the caches).
+
+- ``--against-sse``: ours per event and ``chunk_loop.py``'s SSE loop per chunk, interleaved in the
+  same rounds, and their ratio (the VM's speed moves both alike).
+
 - ``--parts``: wall time of the full path and of the path without our stamp, without our ``recv``
   watcher, and without both (the ``parse_event`` path only), each against the bare SDK.
 
     python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions] [--parts]
-        [--cached-parse]
+        [--cached-parse] [--plain] [--against-sse]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import re
@@ -93,13 +104,31 @@ class StandIn:
         pass
 
 
+PLAIN = False
+"""``--plain``: connections of :class:`_PlainConnection` (set by :func:`main` or ``--child``)."""
+
+
+@functools.cache
+def _plain_class() -> Any:
+    from openai.resources.responses.responses import ResponsesConnection
+
+    class _PlainConnection(ResponsesConnection):
+        """The SDK's connection with ``recv`` cut to its core: ``parse_event(recv_bytes())`` where
+        ``recv_bytes`` is the websockets connection's ``recv`` alone."""
+
+        def recv(self) -> Any:
+            return self.parse_event(self._connection.recv(None, False))
+
+    return _PlainConnection
+
+
 def _connection(instrumented: bool) -> Any:
     from openai.resources.responses.responses import ResponsesConnection
 
     from openai_latency.websocket import arrivals
 
     ws = StandIn()
-    connection = ResponsesConnection(ws)  # type: ignore[arg-type]
+    connection = (_plain_class() if PLAIN else ResponsesConnection)(ws)  # type: ignore[arg-type]
     if instrumented:
         arrivals.install(ws)  # what the handshake wrapper does
         connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"})
@@ -145,6 +174,9 @@ def _rounds(modes: tuple[str, ...], events: int, rounds: int) -> dict[str, list[
     per_event: dict[str, list[float]] = {mode: [] for mode in modes}
     for index in range(rounds):
         for mode in modes if index % 2 == 0 else tuple(reversed(modes)):
+            if mode.startswith("sse"):
+                per_event[mode].append(_sse_batch(mode == "sse ours", events) / events)
+                continue
             if mode != "bare":
                 instrumentor.instrument(tracer_provider=provider)
             connection = _connection(False) if mode == "bare" else _part_connection(mode)
@@ -153,6 +185,39 @@ def _rounds(modes: tuple[str, ...], events: int, rounds: int) -> dict[str, list[
             if mode != "bare":
                 instrumentor.uninstrument()
     return per_event
+
+
+def _sse_batch(wrapped: bool, chunks: int) -> int:
+    """``chunk_loop.py``'s measurement: a plain generator of one real chat chunk, bare or through
+    our SSE loop (``traced_stream``), ns for ``chunks`` chunks."""
+    import chunk_loop
+
+    from openai_latency.call.operation import Operation
+    from openai_latency.clock import clock
+    from openai_latency.config import load_settings
+    from openai_latency.model import Telemetry
+
+    item = chunk_loop._chunk("answer")
+    if not wrapped:
+        return chunk_loop._drain(chunk_loop._source(item, chunks))
+    telemetry = Telemetry(TracerProvider().get_tracer("bench"), None, load_settings({}))
+    op = Operation(telemetry, chunk_loop.CHAT, "chat bench", {}, clock())
+    op.timeline.streaming = True
+    return chunk_loop._drain(chunk_loop.traced_stream(chunk_loop._source(item, chunks), op))
+
+
+def against_sse(events: int, rounds: int) -> None:
+    """Ours per WebSocket event and ours per SSE chunk (``chunk_loop.py``) in the same rounds: the VM's
+    speed, which moves by up to 2x between hours, moves both alike, and their ratio stays."""
+    times = _rounds(("bare", "full", "sse bare", "sse ours"), events, rounds)
+    ws = [full - bare for full, bare in zip(times["full"], times["bare"], strict=True)]
+    sse = [ours - bare for ours, bare in zip(times["sse ours"], times["sse bare"], strict=True)]
+    ratios = sorted(w / s for w, s in zip(ws, sse, strict=True))
+    print(f"wall time, median of {rounds} interleaved rounds of {events} events and {events} SSE chunks:")
+    print(f"  ours per WebSocket event: {statistics.median(ws) / 1000:.3f} µs")
+    print(f"  ours per SSE chunk:       {statistics.median(sse) / 1000:.3f} µs (chunk_loop.py)")
+    low, high = ratios[0], ratios[-1]
+    print(f"  ratio, per round: median {statistics.median(ratios):.2f}, from {low:.2f} to {high:.2f}")
 
 
 def wall(events: int, rounds: int) -> None:
@@ -222,6 +287,7 @@ def count(mode: str, events: int, cached_parse: bool) -> int:
         "--events",
         str(events),
         *(["--cached-parse"] if cached_parse else []),
+        *(["--plain"] if PLAIN else []),
     ]
     result = subprocess.run(command, capture_output=True, check=True, env={"PYTHONHASHSEED": "0", **_env()})
     found = _COLLECTED.search(result.stderr)
@@ -242,7 +308,7 @@ def instructions(small: int, big: int, cached_parse: bool) -> None:
         low, high = count(mode, small, cached_parse), count(mode, big, cached_parse)
         per[mode] = (high - low) / (big - small)
     print(f"instructions per event (callgrind, ({big} - {small} events)):")
-    sdk = "recv + cached parse" if cached_parse else "recv + parse"
+    sdk = "recv core + cached parse" if PLAIN else "recv + cached parse" if cached_parse else "recv + parse"
     print(f"  the SDK's own {sdk}: {per['bare']:.0f}")
     ours = per["ours"] - per["bare"]
     print(f"  ours: {ours:.0f} ({ours / per['bare']:.1%} of the SDK's)")
@@ -254,9 +320,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--instructions", action="store_true", help="callgrind counts instead of wall time")
     parser.add_argument("--cached-parse", action="store_true", help="the SDK's model build cached")
+    parser.add_argument(
+        "--plain", action="store_true", help="chunk_loop-style: the SDK's recv cut to its core"
+    )
+    parser.add_argument(
+        "--against-sse", action="store_true", help="interleaved with chunk_loop.py's SSE loop"
+    )
     parser.add_argument("--parts", action="store_true", help="wall time without the stamp and/or watcher")
     parser.add_argument("--child", choices=("bare", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global PLAIN
+    PLAIN = args.plain
+    args.cached_parse = args.cached_parse or args.plain
     if args.child:
         _run_mode(args.child, args.events, args.cached_parse)
     elif args.instructions:
@@ -264,7 +339,7 @@ def main() -> None:
     else:
         if args.cached_parse:
             _cache_parse()
-        (parts if args.parts else wall)(args.events, args.rounds)
+        (against_sse if args.against_sse else parts if args.parts else wall)(args.events, args.rounds)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ it. :func:`take` pairs the message ``recv()`` returned with the oldest stamp.
 A message queued before :func:`install` ran (a Realtime ``session.created`` that came with the
 handshake's response) has no stamp: :func:`take` sees that the oldest stamp's length differs and
 leaves it for the message it belongs to; the caller then uses the hand-over time. A message of several
-frames is stamped at its last frame with that frame's length only: it reads as unstamped too.
+frames is stamped at its last frame, with the size of all its frames.
 
 The same install puts a watcher in front of the connection's ``recv`` (the SDK's ``recv_bytes`` reads
 through it): when it raises ``ConnectionClosed`` and the SDK connection that owns it (:func:`own`) did
@@ -55,13 +55,29 @@ def install(ws: Any) -> Stamps | None:
     if original is None:
         return None
     stamps = deque(maxlen=MAX_STAMPS)
+    partial = [0]  # bytes of the frames so far of a fragmented message (the reader's thread only)
 
-    def process_event(event: Any, _append: Any = stamps.append, _clock: Any = clock) -> None:
-        # a final data frame (CONT 0, TEXT 1, BINARY 2; Opcode is an IntEnum): stamped before it is
-        # queued, so recv() never returns a message whose stamp is not there yet
-        if getattr(event, "fin", False) and event.opcode <= 2:
-            _append((_clock(), len(event.data)))
-        original(event)
+    def process_event(
+        event: Any, _append: Any = stamps.append, _clock: Any = clock, _original: Any = original
+    ) -> None:
+        # the last frame of a data message (TEXT 1, BINARY 2, or CONT 0 after fragments; Opcode is an
+        # IntEnum), stamped with the whole message's size before it is queued, so recv() never
+        # returns a message whose stamp is not there yet; anything else is websockets' alone: no
+        # exception of ours in its reader
+        try:
+            opcode = event.opcode
+            if opcode <= 2:
+                if event.fin:
+                    size = len(event.data)
+                    if opcode == 0:
+                        size += partial[0]
+                        partial[0] = 0
+                    _append((_clock(), size))
+                else:
+                    partial[0] += len(event.data)
+        except Exception:
+            pass
+        _original(event)
 
     ws.__dict__[ATTRIBUTE] = stamps
     ws.process_event = process_event
@@ -175,13 +191,21 @@ def lost(ws: Any, exc: BaseException) -> None:
 def take(ws: Any, message: Any) -> int:
     """The arrival of ``message``, which ``ws.recv()`` just returned, or 0 when unknown."""
     stamps: Stamps | None = ws.__dict__.get(ATTRIBUTE)
-    if not stamps:
-        return 0
-    arrived, length = stamps[0]
-    if length != len(message):
-        return 0  # a message without a stamp (queued before install): the stamp is a later one's
-    stamps.popleft()
-    return arrived
+    return pop(stamps, message) if stamps else 0
+
+
+def pop(stamps: Stamps, message: Any) -> int:
+    """The oldest stamp's arrival if it is ``message``'s (same size), else 0: a message queued before
+    :func:`install` has none, and the oldest stamp is then a later message's, left for it.
+    (:func:`.responses.event_parser` does the same inline.)"""
+    try:
+        stamp = stamps.popleft()
+        if stamp[1] == len(message):
+            return stamp[0]
+        stamps.appendleft(stamp)
+    except Exception:  # no stamp (IndexError), a message without a size
+        pass
+    return 0
 
 
 WRAPPED: Final = "_openai_latency_wrapped"

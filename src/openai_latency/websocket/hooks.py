@@ -120,13 +120,11 @@ class WsHooks:
             ws = store.get("_connection")
             if not self.gate._active or ws is None:
                 return wrapped(*args, **kwargs)
-            try:  # arrivals.take, inlined (once per event): the oldest stamp, if it is this message's
+            arrival = 0
+            try:
                 stamps = ws.__dict__.get(ATTRIBUTE)
-                arrival = 0
                 if stamps:
-                    stamp = stamps[0]
-                    if stamp[1] == len(args[0] if args else kwargs["data"]):
-                        arrival = stamps.popleft()[0]
+                    arrival = arrivals.pop(stamps, args[0] if args else kwargs["data"])
                 elif stamps is None:
                     # a connection opened while uninstrumented, or whose handshake hook failed:
                     # stamps from the next message on
@@ -185,12 +183,7 @@ def _event_parser(on_event: Any) -> Any:
             owner = connection()
             if not gate._active or owner is None:
                 return parse(owner, data)
-            try:
-                arrival = 0
-                if stamps and stamps[0][1] == len(data):
-                    arrival = stamps.popleft()[0]
-            except Exception:
-                arrival = 0
+            arrival = arrivals.pop(stamps, data) if stamps else 0
             event = parse(owner, data)
             handover = clock()
             try:

@@ -54,7 +54,6 @@ DELTA_CHANNELS: Final = {
 """The token channel of the usual delta events, as the SSE observer itself decides it (asked once here):
 :func:`event_parser`'s fast path. Any other delta type takes the general path, which decides the same."""
 _NO_LANE: Final = object()
-_EMPTY: Final[Mapping[str, Any]] = {}
 
 
 def observe(st: StreamStats, event: Any) -> int:
@@ -204,32 +203,34 @@ def event_parser(
         owner = connection()
         if not gate._active or owner is None:
             return parse(owner, data)
-        try:  # arrivals.take: the oldest stamp, if it is this message's
-            arrival = 0
-            if stamps and stamps[0][1] == len(data):
-                arrival = stamps.popleft()[0]
-        except Exception:
-            arrival = 0
+        arrival = 0
+        if stamps:  # arrivals.pop, inlined (once per event): the oldest stamp, if it is this message's
+            try:
+                stamp = stamps.popleft()
+                if stamp[1] == len(data):
+                    arrival = stamp[0]
+                else:  # a message without a stamp (queued before install): the stamp is a later one's
+                    stamps.appendleft(stamp)
+            except Exception:
+                arrival = 0
         event = parse(owner, data)
         handover = clock()
         if not arrival:
             arrival = handover
-        try:
-            try:
-                fields = event.__dict__
-            except AttributeError:  # not a model (the SDK builds a list from a JSON array)
-                fields = _EMPTY
-            kind = fields.get("type")
-            channel = channels.get(kind, 0) if type(kind) is str else 0
-            queue = None
-            if channel and fields.get("delta"):
+        try:  # the usual event: a delta of a token channel, with an open turn on its lane
+            fields = event.__dict__
+            channel = channels.get(fields["type"], 0)
+            turn = None
+            if channel and fields["delta"]:
                 lane = fields.get("stream_id", _NO_LANE)
-                queue = lanes.get(_extra_lane(event) if lane is _NO_LANE else lane)
-            if queue:
-                turn = queue[0]
+                turn = lanes[_extra_lane(event) if lane is _NO_LANE else lane][0]
+        except Exception:  # not a model (a JSON array), a field missing, no open turn: on_event decides
+            turn = None
+        try:
+            if turn is not None:
                 st = turn.op.stream
                 seen = st.channels
-                if turn.observe is None and st.chunks and channel | seen == seen:
+                if turn.observe is None and st.chunks and channel & seen:  # one bit: a channel seen
                     delay = handover - arrival
                     turn.handover_total += delay
                     if delay > turn.handover_max:
