@@ -27,6 +27,9 @@ points) is per turn, not per event, and is not in these figures.
   changes is how much of the SDK's code runs in the loop beside it, which sets how many
   instructions per ns the interpreter gets through (the SDK's code evicts ours from the caches).
 
+- ``--asyncio``: the SDK's ``AsyncResponsesConnection`` over an asyncio stand-in (``recv(decode)``
+  a coroutine, as websockets' asyncio connection's): our ``recv`` watcher is then a coroutine too.
+
 - ``--against-sse``: ours per event and ``chunk_loop.py``'s SSE loop per chunk, interleaved in the
   same rounds, and their ratio (the VM's speed moves both alike).
 
@@ -34,12 +37,13 @@ points) is per turn, not per event, and is not in these figures.
   watcher, and without both (the ``parse_event`` path only), each against the bare SDK.
 
     python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions] [--parts]
-        [--cached-parse] [--plain] [--against-sse]
+        [--cached-parse] [--plain] [--asyncio] [--against-sse]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import gc
 import json
@@ -105,12 +109,24 @@ class StandIn:
 
 
 PLAIN = False
-"""``--plain``: connections of :class:`_PlainConnection` (set by :func:`main` or ``--child``)."""
+"""``--plain``: connections of :func:`_plain_class` (set by :func:`main` or ``--child``)."""
+ASYNC = False
+"""``--asyncio``: the SDK's ``AsyncResponsesConnection`` over :class:`AsyncStandIn`."""
+
+
+class AsyncStandIn(StandIn):
+    """What the SDK uses of a websockets asyncio connection (``recv(decode)``, as websockets' own)."""
+
+    async def recv(self, decode: bool | None = None) -> bytes:  # type: ignore[override]
+        return StandIn.recv(self, None, decode)
+
+    async def send(self, data: Any) -> None:  # type: ignore[override]
+        pass
 
 
 @functools.cache
-def _plain_class() -> Any:
-    from openai.resources.responses.responses import ResponsesConnection
+def _plain_class(asynchronous: bool) -> Any:
+    from openai.resources.responses.responses import AsyncResponsesConnection, ResponsesConnection
 
     class _PlainConnection(ResponsesConnection):
         """The SDK's connection with ``recv`` cut to its core: ``parse_event(recv_bytes())`` where
@@ -119,29 +135,55 @@ def _plain_class() -> Any:
         def recv(self) -> Any:
             return self.parse_event(self._connection.recv(None, False))
 
-    return _PlainConnection
+    class _AsyncPlainConnection(AsyncResponsesConnection):
+        async def recv(self) -> Any:
+            return self.parse_event(await self._connection.recv(False))
+
+    return _AsyncPlainConnection if asynchronous else _PlainConnection
 
 
 def _connection(instrumented: bool) -> Any:
-    from openai.resources.responses.responses import ResponsesConnection
+    from openai.resources.responses.responses import AsyncResponsesConnection, ResponsesConnection
 
     from openai_latency.websocket import arrivals
 
-    ws = StandIn()
-    connection = (_plain_class() if PLAIN else ResponsesConnection)(ws)  # type: ignore[arg-type]
+    ws = AsyncStandIn() if ASYNC else StandIn()
+    sdk = AsyncResponsesConnection if ASYNC else ResponsesConnection
+    connection = (_plain_class(ASYNC) if PLAIN else sdk)(ws)  # type: ignore[arg-type]
     if instrumented:
         arrivals.install(ws)  # what the handshake wrapper does
-        connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"})
+        sent = connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"})
         ws.next_is_created = True
-        connection.recv()
+        if ASYNC:
+            _loop().run_until_complete(sent)
+        _await(connection.recv())
     return connection
 
 
+@functools.cache
+def _loop() -> asyncio.AbstractEventLoop:
+    return asyncio.new_event_loop()
+
+
+def _await(result: Any) -> Any:
+    return _loop().run_until_complete(result) if ASYNC else result
+
+
 def batch(connection: Any, events: int) -> int:
+    if ASYNC:
+        return int(_loop().run_until_complete(_async_batch(connection, events)))
     recv = connection.recv
     start = time.perf_counter_ns()
     for _ in range(events):
         recv()
+    return time.perf_counter_ns() - start
+
+
+async def _async_batch(connection: Any, events: int) -> int:
+    recv = connection.recv
+    start = time.perf_counter_ns()
+    for _ in range(events):
+        await recv()
     return time.perf_counter_ns() - start
 
 
@@ -244,18 +286,21 @@ def parts(events: int, rounds: int) -> None:
 def _cache_parse() -> None:
     """The SDK's ``parse_event`` returns the event it built for the same bytes before (before
     ``instrument()``: our wrapper, and the connection's own ``parse_event``, call this one)."""
-    from openai.resources.responses.responses import ResponsesConnection
+    from openai.resources.responses.responses import AsyncResponsesConnection, ResponsesConnection
 
-    build = ResponsesConnection.parse_event
     built: dict[Any, Any] = {}
+    for sdk in (ResponsesConnection, AsyncResponsesConnection):
+        sdk.parse_event = _cached(sdk.parse_event, built)  # type: ignore[method-assign]
 
+
+def _cached(build: Any, built: dict[Any, Any]) -> Any:
     def parse_event(self: Any, data: Any) -> Any:
         event = built.get(data)
         if event is None:
             event = built[data] = build(self, data)
         return event
 
-    ResponsesConnection.parse_event = parse_event  # type: ignore[method-assign]
+    return parse_event
 
 
 def _run_mode(mode: str, events: int, cached_parse: bool) -> None:
@@ -288,6 +333,7 @@ def count(mode: str, events: int, cached_parse: bool) -> int:
         str(events),
         *(["--cached-parse"] if cached_parse else []),
         *(["--plain"] if PLAIN else []),
+        *(["--asyncio"] if ASYNC else []),
     ]
     result = subprocess.run(command, capture_output=True, check=True, env={"PYTHONHASHSEED": "0", **_env()})
     found = _COLLECTED.search(result.stderr)
@@ -326,11 +372,12 @@ def main() -> None:
     parser.add_argument(
         "--against-sse", action="store_true", help="interleaved with chunk_loop.py's SSE loop"
     )
+    parser.add_argument("--asyncio", action="store_true", help="the SDK's asyncio connection")
     parser.add_argument("--parts", action="store_true", help="wall time without the stamp and/or watcher")
     parser.add_argument("--child", choices=("bare", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global PLAIN
-    PLAIN = args.plain
+    global PLAIN, ASYNC
+    PLAIN, ASYNC = args.plain, args.asyncio
     args.cached_parse = args.cached_parse or args.plain
     if args.child:
         _run_mode(args.child, args.events, args.cached_parse)
