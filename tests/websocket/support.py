@@ -65,9 +65,11 @@ async def drain_async(connection: Any) -> list[Any]:
 def record_of(server: Any, op: ReadableSpan) -> RequestRecord:
     """The server's record of the turn ``op`` (its response id is ``resp_`` + the record's id)."""
     response_id = attrs(op)["gen_ai.response.id"]
-    for record in server.records():
+    # no wait for the log as a whole: a session still open is a record in flight, and the log's
+    # snapshot would wait its full second for it; only this turn's own record is waited for
+    for record in server.records(wait=0):
         if f"resp_{record.request_id[4:28]}" == response_id:
-            return record  # type: ignore[no-any-return]
+            return server.record(record.request_id)  # type: ignore[no-any-return]
     raise AssertionError(f"no record for {response_id}")
 
 

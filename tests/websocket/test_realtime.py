@@ -185,8 +185,8 @@ def test_commit_then_response_create_is_one_turn_from_the_commit(
             connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
             _until_done(connection)
             [turn] = _turns(captured)
-            session = next(
-                r for r in reversed(timing_server.records()) if r.event_ns("event:session.created")
+            session = next(  # the session is still open: its record so far, no wait for its end
+                r for r in reversed(timing_server.records(wait=0)) if r.event_ns("event:session.created")
             )
             commit_ns = session.event_ns("event:input_audio_buffer.committed")[-1]
             _check(captured, turn, timing_server, commit_ns, "commit")
