@@ -152,10 +152,8 @@ def _connection(instrumented: bool) -> Any:
     connection = (_plain_class(ASYNC) if PLAIN else sdk)(ws)  # type: ignore[arg-type]
     if instrumented:
         arrivals.install(ws)  # what the handshake wrapper does
-        sent = connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"})
+        _await(connection.send({"type": "response.create", "model": "gpt-4o-mini", "input": "hi"}))
         ws.next_is_created = True
-        if ASYNC:
-            _loop().run_until_complete(sent)
         _await(connection.recv())
     return connection
 
@@ -166,12 +164,13 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def _await(result: Any) -> Any:
+    """What a call of the SDK connection returned: awaited on the benchmark's loop with ``--asyncio``."""
     return _loop().run_until_complete(result) if ASYNC else result
 
 
 def batch(connection: Any, events: int) -> int:
     if ASYNC:
-        return int(_loop().run_until_complete(_async_batch(connection, events)))
+        return int(_await(_async_batch(connection, events)))
     recv = connection.recv
     start = time.perf_counter_ns()
     for _ in range(events):
