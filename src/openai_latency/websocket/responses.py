@@ -30,7 +30,7 @@ from ..read.attributes import request_attributes
 from ..read.routing import RESPONSES
 from . import arrivals, handshake
 from .arrivals import Stamps
-from .turns import Turn, Turns, capture_content, created, end, frame_written, open_operation
+from .turns import Turn, Turns, capture_content, created, end, frame_written, open_operation, settle
 
 STATE: Final = "_openai_latency_turns"
 """Where an SDK connection keeps its :class:`.turns.Turns` (its ``__dict__``)."""
@@ -161,7 +161,8 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
         response_id = getattr(fields.get("response"), "id", None)
         turn.response_id = response_id if isinstance(response_id, str) else ""
         created(turn, arrival)
-    # turns.feed, inlined (once per event)
+    # turns.feed, inlined (once per event), after the events the fused path counted (settle)
+    settle(turn)
     op = turn.op
     st = op.stream
     delay = handover - arrival
@@ -169,6 +170,8 @@ def on_event(turns: Turns, event: Any, arrival: int, handover: int) -> None:
     if delay > turn.handover_max:
         turn.handover_max = delay
     _on_chunk(op, turn.observe or turns.observe, event, st.last_activity_ns or arrival, arrival)
+    turn.last = st.last_activity_ns
+    turn.fast = st.channels if turn.observe is None else 0
     if final or kind == "error":
         if st.error_item is event:
             _error_code(st, event)
@@ -191,13 +194,17 @@ def event_parser(
     SDK's parse, then the event to its turn, a token event of the usual kind in this frame.
 
     The usual event of a turn is a delta of a channel the turn has already seen (its first token is
-    past), without content capture: for that one, :func:`.streams._on_chunk` with the observer comes
-    down to what is below, because a WebSocket turn's events are timed by their arrivals (asked for at
-    the previous arrival, handed over at this one: ``doubt_ns`` stays 0 and with it every ``*_doubt_ns``)
-    and no body read is counted (``reads``, ``read_ns`` stay 0). Any other event goes to
+    past), without content capture (``Turn.fast``): for that one, :func:`.streams._on_chunk` with the
+    observer comes down to a few sums, because a WebSocket turn's events are timed by their arrivals
+    (asked for at the previous arrival, handed over at this one: ``doubt_ns`` stays 0 and with it every
+    ``*_doubt_ns``) and no body read is counted (``reads``, ``read_ns`` stay 0). Those sums are kept on
+    the turn and settled into its stream state before anything reads it (:func:`.turns.settle`); an
+    observed gap (the server's pace) is recorded at once. Any other event goes to
     :func:`on_event`. The two paths are pinned to the same results by tests/websocket/test_fused_events.py."""
     lanes = turns.lanes
     channels = DELTA_CHANNELS
+    popleft, appendleft = stamps.popleft, stamps.appendleft
+    blocked_ns = BLOCKED_NS
 
     def parse_event(data: Any) -> Any:
         owner = connection()
@@ -206,49 +213,42 @@ def event_parser(
         arrival = 0
         if stamps:  # arrivals.pop, inlined (once per event): the oldest stamp, if it is this message's
             try:
-                stamp = stamps.popleft()
-                if stamp[1] == len(data):
-                    arrival = stamp[0]
-                else:  # a message without a stamp (queued before install): the stamp is a later one's
-                    stamps.appendleft(stamp)
+                arrival, size = popleft()
+                if size != len(data):  # a message without a stamp (queued before install): a later one's
+                    appendleft((arrival, size))
+                    arrival = 0
             except Exception:
                 arrival = 0
         event = parse(owner, data)
         handover = clock()
         if not arrival:
             arrival = handover
-        try:  # the usual event: a delta of a token channel, with an open turn on its lane
+        try:  # the usual event: a delta of a token channel the turn has seen, on an open turn's lane
             fields = event.__dict__
-            channel = channels.get(fields["type"], 0)
-            turn = None
-            if channel and fields["delta"]:
+            channel = channels[fields["type"]]
+            fused = 0
+            if fields["delta"]:
                 lane = fields.get("stream_id", _NO_LANE)
                 turn = lanes[_extra_lane(event) if lane is _NO_LANE else lane][0]
-        except Exception:  # not a model (a JSON array), a field missing, no open turn: on_event decides
-            turn = None
+                fused = channel & turn.fast
+        except Exception:  # another type, not a model, a field missing, no open turn: on_event decides
+            fused = 0
         try:
-            if turn is not None:
-                st = turn.op.stream
-                seen = st.channels
-                if turn.observe is None and st.chunks and channel & seen:  # one bit: a channel seen
-                    delay = handover - arrival
-                    turn.handover_total += delay
-                    if delay > turn.handover_max:
-                        turn.handover_max = delay
-                    wait = arrival - st.last_activity_ns
-                    st.wait_ns += wait
-                    index = st.chunks
-                    st.chunks = index + 1
-                    if wait > BLOCKED_NS:
-                        gap = arrival - st.last_mark_ns
-                        _add_gap(st, gap)
-                        if gap:
-                            _token_gap(turn.op, st, index, gap, arrival)
-                    else:
-                        st.buffered_chunks += 1
-                    st.last_activity_ns = st.last_mark_ns = st.last_token_ns = arrival
-                    st.token_chunks += 1
-                    return event
+            if fused:
+                delay = handover - arrival
+                turn.handover_total += delay
+                if delay > turn.handover_max:
+                    turn.handover_max = delay
+                wait = arrival - turn.last
+                if wait > blocked_ns:  # an observed gap (the last arrival is the last mark, a token's)
+                    op = turn.op
+                    st = op.stream
+                    _add_gap(st, wait)
+                    _token_gap(op, st, st.chunks + turn.pending, wait, arrival)
+                    turn.paced += 1
+                turn.last = arrival
+                turn.pending += 1
+                return event
             on_event(turns, event, arrival, handover)
         except Exception:
             report("websocket event")

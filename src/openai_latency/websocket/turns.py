@@ -78,12 +78,16 @@ class WsOperation(Operation):
 class Turn:
     __slots__ = (
         "cancelled",
+        "fast",
         "first_audio_ns",
         "handover_max",
         "handover_total",
         "input",
+        "last",
         "observe",
         "op",
+        "paced",
+        "pending",
         "response_id",
     )
 
@@ -98,6 +102,15 @@ class Turn:
         self.cancelled = False
         self.input: TurnInput | None = None
         """A Realtime turn's input content (content capture on: :mod:`..content.realtime_input`)."""
+        self.fast = 0
+        """The token channels whose further events :func:`.responses.event_parser` counts in its own
+        frame: the stream's channels once a token came, 0 with content capture (its observer reads
+        every event)."""
+        self.pending = 0
+        self.paced = 0
+        self.last = 0
+        """Token events counted there and not yet in the stream's state (:func:`settle`), those of
+        them that came after an observed gap (the others were buffered), and the latest arrival."""
 
 
 def open_operation(
@@ -152,8 +165,24 @@ def frame_written(op: Operation, now: int) -> None:
         op.stream.last_activity_ns = now
 
 
+def settle(turn: Turn) -> None:
+    """The token events :func:`.responses.event_parser` counted on the turn, into its stream state, as
+    :func:`..streams._on_chunk` would have put them one by one: anything that reads the state settles
+    it first. Their waits add up to the last arrival minus the one before them."""
+    pending = turn.pending
+    if pending:
+        st = turn.op.stream
+        st.chunks += pending
+        st.token_chunks += pending
+        st.buffered_chunks += pending - turn.paced
+        st.wait_ns += turn.last - st.last_activity_ns
+        st.last_activity_ns = st.last_mark_ns = st.last_token_ns = turn.last
+        turn.pending = turn.paced = 0
+
+
 def end(turn: Turn, end_ns: int, end_state: str, error: BaseException | None = None) -> None:
     """The turn is over: its handover figures, then the operation's one finish."""
+    settle(turn)
     op = turn.op
     results = op.result_attributes
     results[sc.OPENAI_LATENCY_WEBSOCKET_HANDOVER_MAX] = seconds(turn.handover_max)
@@ -190,6 +219,7 @@ class Turns:
     def finish(self, end_ns: int, *, end_state: str) -> None:
         """The connection was collected (or the process exits): every open turn ends ``end_state``."""
         for turn in self.drain():
+            settle(turn)
             end(turn, turn.op.stream.last_activity_ns or end_ns, end_state)
 
     # -- turns --------------------------------------------------------------------------------------
@@ -230,7 +260,9 @@ def feed(turns: Turns, turn: Turn, event: Any, arrival: int, handover: int) -> N
 
 
 def created(turn: Turn, arrival: int) -> None:
-    """``response.created`` arrived: network_wait ends."""
+    """``response.created`` arrived: network_wait ends (the stream state settled first: the frame's
+    write may set its last activity)."""
+    settle(turn)
     frame_written(turn.op, turn.op.timeline.start_ns)  # handed over before send() returned: no build
     attempt = turn.op.timeline.attempts[-1]
     if not attempt.headers_ns:
