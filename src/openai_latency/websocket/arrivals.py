@@ -54,25 +54,32 @@ def install(ws: Any) -> Stamps | None:
     original = getattr(ws, "process_event", None)
     if original is None:
         return None
+    try:
+        from websockets.frames import Opcode
+    except ImportError:  # no websockets: not one of its connections
+        return None
     stamps = deque(maxlen=MAX_STAMPS)
     partial = [0]  # bytes of the frames so far of a fragmented message (the reader's thread only)
+    text, binary, cont = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
 
     def process_event(
         event: Any, _append: Any = stamps.append, _clock: Any = clock, _original: Any = original
     ) -> None:
-        # the last frame of a data message (TEXT 1, BINARY 2, or CONT 0 after fragments; Opcode is an
-        # IntEnum), stamped with the whole message's size before it is queued, so recv() never
-        # returns a message whose stamp is not there yet; anything else is websockets' alone: no
-        # exception of ours in its reader
+        # the last frame of a data message (TEXT, BINARY, or CONT after fragments: websockets' frames
+        # carry its Opcode members, compared by identity), stamped with the whole message's size
+        # before it is queued, so recv() never returns a message whose stamp is not there yet;
+        # anything else is websockets' alone: no exception of ours in its reader
         try:
             opcode = event.opcode
-            if opcode <= 2:
+            if opcode is text or opcode is binary:
                 if event.fin:
-                    size = len(event.data)
-                    if opcode == 0:
-                        size += partial[0]
-                        partial[0] = 0
-                    _append((_clock(), size))
+                    _append((_clock(), len(event.data)))
+                else:
+                    partial[0] = len(event.data)
+            elif opcode is cont:
+                if event.fin:
+                    _append((_clock(), partial[0] + len(event.data)))
+                    partial[0] = 0
                 else:
                     partial[0] += len(event.data)
         except Exception:
