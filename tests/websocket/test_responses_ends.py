@@ -19,6 +19,7 @@ from openai_latency import OpenAILatencyInstrumentor, _guard
 from openai_latency.call import deferred
 from openai_latency.fake_server import Canned, FakeServer
 from openai_latency.websocket import arrivals
+from tests.support.retry import retry_timing
 from tests.support.span_checks import Captured, assert_same_instant, attrs, end_mono
 from tests.websocket.support import (
     create,
@@ -148,11 +149,11 @@ def test_a_connection_collected_mid_turn_ends_it_abandoned(
 ) -> None:
     """It ends at its last activity: the arrival of the last delta the caller got (the fifth: four of
     them counted by the fused path, settled when the collector ends the turn). A second turn of its
-    connection (the first builds the SDK's models) on a server in its own process, up to three tries
-    as the other timing tests."""
+    connection (the first builds the SDK's models) on a server in its own process."""
     captured = instrument()
     client = openai.OpenAI(base_url=timing_server.base_url, api_key="sk-test")
-    for attempt in range(3):
+
+    def run() -> tuple[Any, int]:
         captured.clear()
         connection = client.responses.connect().enter()
         ws = connection._connection
@@ -170,13 +171,13 @@ def test_a_connection_collected_mid_turn_ends_it_abandoned(
         ws.close()
         turn = _turns(captured)[-1]
         assert attrs(turn)["openai_latency.stream.end_state"] == "abandoned"
-        fifth = record_of(timing_server, turn).content_event_ns[4]
-        try:
-            assert_same_instant(end_mono(turn), fifth, "the end: the fifth delta's arrival")
-            return
-        except AssertionError:
-            if attempt == 2:
-                raise
+        return turn, record_of(timing_server, turn).content_event_ns[4]
+
+    def timing(result: tuple[Any, int]) -> None:
+        turn, fifth = result
+        assert_same_instant(end_mono(turn), fifth, "the end: the fifth delta's arrival")
+
+    retry_timing(run, timing)
 
 
 MALFORMED = [
