@@ -34,7 +34,9 @@ points) is per turn, not per event, and is not in these figures.
   same rounds, and their ratio (the VM's speed moves both alike).
 
 - ``--parts``: wall time of the full path and of the path without our stamp, without our ``recv``
-  watcher, and without both (the ``parse_event`` path only), each against the bare SDK.
+  watcher, without both (the ``parse_event`` path only), and without the hand-over's clock read
+  (``int``, a C call that returns 0, in its place: what ``handover_delay.*`` costs per event), each
+  against the bare SDK.
 
     python benchmarks/ws_event_loop.py [--events 20000] [--rounds 15] [--instructions] [--parts]
         [--cached-parse] [--plain] [--asyncio] [--against-sse]
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import gc
 import json
@@ -52,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -186,7 +190,7 @@ async def _async_batch(connection: Any, events: int) -> int:
     return time.perf_counter_ns() - start
 
 
-PARTS = ("full", "no stamp", "no watcher", "parse path only")
+PARTS = ("full", "no stamp", "no watcher", "parse path only", "no hand-over clock")
 
 
 def _part_connection(part: str) -> Any:
@@ -199,6 +203,20 @@ def _part_connection(part: str) -> Any:
     if part in ("no watcher", "parse path only"):
         ws.__dict__.pop("recv", None)
     return connection
+
+
+@contextlib.contextmanager
+def _handover_clock(read: bool) -> Iterator[None]:
+    """The fused path's hand-over clock read as it is (``read``), or ``int`` in its place."""
+    from openai_latency.websocket import responses
+
+    clock = responses.clock
+    if not read:
+        responses.clock = int  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        responses.clock = clock
 
 
 def _rounds(modes: tuple[str, ...], events: int, rounds: int) -> dict[str, list[float]]:
@@ -221,8 +239,9 @@ def _rounds(modes: tuple[str, ...], events: int, rounds: int) -> dict[str, list[
             if mode != "bare":
                 instrumentor.instrument(tracer_provider=provider)
             connection = _connection(False) if mode == "bare" else _part_connection(mode)
-            batch(connection, 200)
-            per_event[mode].append(batch(connection, events) / events)
+            with _handover_clock(mode != "no hand-over clock"):
+                batch(connection, 200)
+                per_event[mode].append(batch(connection, events) / events)
             if mode != "bare":
                 instrumentor.uninstrument()
     return per_event
@@ -372,7 +391,9 @@ def main() -> None:
         "--against-sse", action="store_true", help="interleaved with chunk_loop.py's SSE loop"
     )
     parser.add_argument("--asyncio", action="store_true", help="the SDK's asyncio connection")
-    parser.add_argument("--parts", action="store_true", help="wall time without the stamp and/or watcher")
+    parser.add_argument(
+        "--parts", action="store_true", help="wall time without the stamp, the watcher, the hand-over clock"
+    )
     parser.add_argument("--child", choices=("bare", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     global PLAIN, ASYNC
