@@ -12,6 +12,7 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
+from tests.support.retry import retry_timing, retry_timing_async
 from tests.support.span_checks import (
     Captured,
     assert_close_ns,
@@ -68,38 +69,46 @@ def _turns(captured: Captured) -> list[Any]:
     return [s for s in captured.operations() if s.name.startswith("realtime")]
 
 
-def _tries(check: Callable[[], None]) -> None:
-    """Up to three runs, one must pass: the OS sometimes wakes the reader a scheduler tick late on
-    this loaded 2-core machine (see test_responses_timing.py); a real bug fails every run."""
-    for attempt in range(3):
-        try:
-            check()
-            return
-        except AssertionError:
-            if attempt == 2:
-                raise
-
-
-def _check(captured: Captured, turn: Any, server: Any, start_ns: int, trigger: str) -> None:
-    """``start_ns``: the trigger on the server's clock (the frame received, or speech_stopped sent)."""
+def _shaped(captured: Captured, server: Any, trigger: str) -> Any:
+    """The one turn just run, what does not depend on the scheduler checked: its phases, their
+    tiling, its attributes."""
+    [turn] = _turns(captured)
     record = record_of(server, turn)
     phases = captured.phases(turn)
     assert [p.name for p in phases] == ["openai.network_wait", "openai.first_token", "openai.stream_drain"]
     assert_tiles(turn, phases)
-    assert_same_instant(start_mono(turn), start_ns, "the trigger")
-    assert_same_instant(end_mono(phases[0]), record.event_ns("event:response.created")[0], "response.created")
-    first_audio = record.content_event_ns[0]
-    assert_same_instant(end_mono(phases[1]), first_audio, "first audio delta")
-    assert_same_instant(end_mono(turn), record.event_ns("event:response.done")[0], "response.done")
     a = attrs(turn)
     assert a["openai_latency.realtime.trigger"] == trigger
-    assert_close_ns(round(a["openai_latency.time_to_first_audio"] * 1e9), first_audio - start_ns, "ttfa")
     assert a["openai_latency.time_to_first_token"] == a["openai_latency.time_to_first_audio"]
     assert a["gen_ai.operation.name"] == "realtime" and a["gen_ai.request.model"] == MODEL
     assert turn.name == f"realtime {MODEL}"
     assert a["openai_latency.transport"] == "websocket"
     assert a["gen_ai.usage.output_tokens"] == len(record.content_event_ns)
     assert a["openai_latency.stream.end_state"] == "completed"
+    return turn
+
+
+def _check_timing(captured: Captured, turn: Any, server: Any, start_ns: int) -> None:
+    """The turn's boundaries and time to first audio against the server's log (±3 ms); ``start_ns``:
+    the trigger on the server's clock (the frame received, or speech_stopped sent)."""
+    record = record_of(server, turn)
+    phases = captured.phases(turn)
+    assert_same_instant(start_mono(turn), start_ns, "the trigger")
+    assert_same_instant(end_mono(phases[0]), record.event_ns("event:response.created")[0], "response.created")
+    first_audio = record.content_event_ns[0]
+    assert_same_instant(end_mono(phases[1]), first_audio, "first audio delta")
+    assert_same_instant(end_mono(turn), record.event_ns("event:response.done")[0], "response.done")
+    ttfa = round(attrs(turn)["openai_latency.time_to_first_audio"] * 1e9)
+    assert_close_ns(ttfa, first_audio - start_ns, "ttfa")
+
+
+def _from_its_frame(captured: Captured, server: Any) -> Callable[[Any], None]:
+    """The timing of a turn the client triggered with ``response.create`` (from the frame received)."""
+
+    def timing(turn: Any) -> None:
+        _check_timing(captured, turn, server, record_of(server, turn).received_ns)
+
+    return timing
 
 
 @APIS
@@ -112,16 +121,13 @@ def test_response_create_sync(instrument: Callable[..., Captured], timing_server
         connection.send({"type": "response.create"})  # warm-up: lazy model builds
         _until_done(connection)
 
-        def check() -> None:
+        def run() -> Any:
             captured.clear()
             connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
             _until_done(connection)
-            [turn] = _turns(captured)
-            _check(
-                captured, turn, timing_server, record_of(timing_server, turn).received_ns, "response.create"
-            )
+            return _shaped(captured, timing_server, "response.create")
 
-        _tries(check)
+        retry_timing(run, _from_its_frame(captured, timing_server))
     metric_names = {
         m.name
         for rm in captured.metric_reader.get_metrics_data().resource_metrics
@@ -135,7 +141,7 @@ def test_response_create_sync(instrument: Callable[..., Captured], timing_server
 def test_response_create_async(instrument: Callable[..., Captured], timing_server: Any, api: str) -> None:
     captured = instrument()
 
-    async def run() -> None:
+    async def main() -> None:
         client = openai.AsyncOpenAI(
             base_url=timing_server.base_url, websocket_base_url=ws_url(timing_server), api_key="sk-test"
         )
@@ -144,25 +150,16 @@ def test_response_create_async(instrument: Callable[..., Captured], timing_serve
                 {"type": "response.create", "response": {"metadata": {"x-fake-chunks": "2"}}}
             )
             await _until_done_async(connection)
-            for attempt in range(3):
+
+            async def run() -> Any:
                 captured.clear()
                 await connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
                 await _until_done_async(connection)
-                [turn] = _turns(captured)
-                try:
-                    _check(
-                        captured,
-                        turn,
-                        timing_server,
-                        record_of(timing_server, turn).received_ns,
-                        "response.create",
-                    )
-                    return
-                except AssertionError:
-                    if attempt == 2:
-                        raise
+                return _shaped(captured, timing_server, "response.create")
 
-    asyncio.run(run())
+            await retry_timing_async(run, _from_its_frame(captured, timing_server))
+
+    asyncio.run(main())
 
 
 def test_commit_then_response_create_is_one_turn_from_the_commit(
@@ -176,7 +173,7 @@ def test_commit_then_response_create_is_one_turn_from_the_commit(
         connection.send({"type": "response.create", "response": {"metadata": {"x-fake-chunks": "2"}}})
         _until_done(connection)
 
-        def check() -> None:
+        def run() -> tuple[Any, int]:
             captured.clear()
             connection.send(APPEND)
             connection.send({"type": "input_audio_buffer.commit"})
@@ -184,14 +181,13 @@ def test_commit_then_response_create_is_one_turn_from_the_commit(
             assert committed is not None
             connection.send({"type": "response.create", "response": {"metadata": SCRIPTED}})
             _until_done(connection)
-            [turn] = _turns(captured)
+            turn = _shaped(captured, timing_server, "commit")
             session = next(  # the session is still open: its record so far, no wait for its end
                 r for r in reversed(timing_server.records(wait=0)) if r.event_ns("event:session.created")
             )
-            commit_ns = session.event_ns("event:input_audio_buffer.committed")[-1]
-            _check(captured, turn, timing_server, commit_ns, "commit")
+            return turn, session.event_ns("event:input_audio_buffer.committed")[-1]
 
-        _tries(check)
+        retry_timing(run, lambda ran: _check_timing(captured, ran[0], timing_server, ran[1]))
 
 
 def test_server_vad_starts_the_turn_at_speech_stopped(
@@ -207,16 +203,18 @@ def test_server_vad_starts_the_turn_at_speech_stopped(
         connection.send({"type": "response.create"})  # warm-up
         _until_done(connection)
 
-        def check() -> None:
+        def run() -> Any:
             captured.clear()
             for _ in range(3):
                 connection.send(APPEND)
             _until_done(connection)
-            [turn] = _turns(captured)
-            stopped = record_of(timing_server, turn).event_ns("event:input_audio_buffer.speech_stopped")[0]
-            _check(captured, turn, timing_server, stopped, "speech_stopped")
+            return _shaped(captured, timing_server, "speech_stopped")
 
-        _tries(check)
+        def timing(turn: Any) -> None:
+            stopped = record_of(timing_server, turn).event_ns("event:input_audio_buffer.speech_stopped")[0]
+            _check_timing(captured, turn, timing_server, stopped)
+
+        retry_timing(run, timing)
     assert [s.name for s in captured.operations()] == [f"realtime {MODEL}"]  # session events: no span
 
 
