@@ -1,5 +1,5 @@
-/* An experiment, not part of the package: websockets.py's arrival stamp (src/openai_latency/websocket/
- * arrivals.py, install) written as a C callable, to measure what a compiled stamp would save per event.
+/* An experiment, not part of the package: the arrival stamp of src/openai_latency/websocket/arrivals.py
+ * (install) written as a C callable, to measure what a compiled stamp would save per event.
  * benchmarks/stamp_cost.py builds it with the running interpreter's headers and times it.
  *
  * Stamp(append, original, TEXT, BINARY, CONT)(frame): as the Python stamp, appends (CLOCK_MONOTONIC ns,
