@@ -233,12 +233,10 @@ def test_interleaved_lanes_match_events_to_their_turn(
     with client.responses.connect() as connection:
         connection.send(create(metadata=script(chunks=2)))
         drain(connection)
-        retry_timing(
-            lambda: _interleaved(captured, connection, timing_server), _timed_lanes(captured, timing_server)
-        )
+        retry_timing(lambda: _interleaved(captured, connection), _timed_lanes(captured, timing_server))
 
 
-def _interleaved(captured: Captured, connection: Any, timing_server: Any) -> list[Any]:
+def _interleaved(captured: Captured, connection: Any) -> list[Any]:
     """Two turns on lanes ``a`` and ``b``, their events interleaved by the server: their spans."""
     captured.clear()
     a_script = script(delay_ms=40, ttft_ms=30, chunks=8, chunk_delay_ms=20)
